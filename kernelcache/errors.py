@@ -1,0 +1,76 @@
+"""Typed errors of the cache layer.
+
+Each error carries the facts a user needs to act without re-running with more logging:
+the failing command and compiler output, expected vs found schemas, the lock holder.
+"""
+from __future__ import annotations
+
+
+class KernelCacheError(Exception):
+    """Base class of every error raised by kernelcache."""
+
+
+class BuildError(KernelCacheError):
+    """The compiler or linker failed; nothing was cached."""
+
+    def __init__(self, spec_name: str, command: str, output: str, returncode: int | None = None):
+        self.spec_name = spec_name
+        self.command = command
+        self.output = output
+        self.returncode = returncode
+        super().__init__(
+            f"building kernel {spec_name!r} failed (exit {returncode}).\n"
+            f"command: {command}\n--- compiler output ---\n{output.rstrip()}"
+        )
+
+
+class SchemaMismatch(KernelCacheError):
+    """The exported functions of a built module differ from the spec's expected schema."""
+
+    def __init__(self, spec_name: str, mismatches: dict[str, tuple[str, str | None]], where: str = ""):
+        self.spec_name = spec_name
+        self.mismatches = mismatches  # fn -> (expected, found or None if missing)
+        lines = [
+            f"  {fn}: expected {exp}, found {found if found is not None else '<missing>'}"
+            for fn, (exp, found) in sorted(mismatches.items())
+        ]
+        super().__init__(
+            f"kernel {spec_name!r}{' (' + where + ')' if where else ''}: exported schema does not "
+            "match the spec:\n" + "\n".join(lines)
+        )
+
+
+class CacheMissError(KernelCacheError):
+    """A miss while building is disabled (KERNELCACHE_NO_BUILD=1 or --kc-no-build)."""
+
+    def __init__(self, spec_name: str, reason: str, candidates: list[str] | None = None):
+        self.spec_name = spec_name
+        self.reason = reason
+        self.candidates = candidates or []
+        extra = "".join(f"\n  refused: {c}" for c in self.candidates)
+        super().__init__(
+            f"kernel {spec_name!r} is not in the cache and building is disabled "
+            f"(KERNELCACHE_NO_BUILD): {reason}{extra}"
+        )
+
+
+class LockTimeout(KernelCacheError):
+    """Waiting for another builder exceeded the configured deadline."""
+
+    def __init__(self, spec_name: str, lock_path: str, waited_s: float, holder: str):
+        self.spec_name = spec_name
+        self.lock_path = lock_path
+        self.waited_s = waited_s
+        self.holder = holder
+        super().__init__(
+            f"kernel {spec_name!r}: gave up after {waited_s:.1f}s waiting for build lock "
+            f"{lock_path} held by {holder} (KERNELCACHE_LOCK_TIMEOUT)"
+        )
+
+
+class SpecError(KernelCacheError, ValueError):
+    """The KernelSpec itself is invalid (bad name, missing source, ...)."""
+
+
+class ToolchainError(KernelCacheError):
+    """A required tool or header set is missing; the message says what to install."""

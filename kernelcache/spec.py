@@ -1,0 +1,93 @@
+"""KernelSpec: the declarative description of one kernel module to build.
+
+A spec says *what* to build; it never says where the result lives. Paths are kept relative
+to ``root`` so that the cache key does not depend on where a checkout sits on disk.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .errors import SpecError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
+_CUDA_SUFFIXES = (".cu",)
+_SOURCE_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".cu")
+
+
+def _tuple_of_str(values: Sequence[str | Path] | None) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, (str, Path)):
+        values = [values]
+    return tuple(str(v) for v in values)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What to build: sources, include dirs, flags and the expected exported schema.
+
+    ``functions`` maps each exported function name to its expected signature, written the way
+    tvm-ffi prints a type schema, e.g. ``"Callable[[Tensor, int], None]"``. The loader refuses
+    a module whose exported metadata differs, so a stale binary is never called.
+    """
+
+    name: str
+    sources: Sequence[str | Path]
+    root: Path | str = "."
+    include_dirs: Sequence[str | Path] = ()
+    system_include_dirs: Sequence[str | Path] = ()
+    cflags: Sequence[str] = ()
+    cuda_cflags: Sequence[str] = ()
+    ldflags: Sequence[str] = ()
+    functions: Mapping[str, str] = field(default_factory=dict)
+    backend: str = "auto"  # "auto" | "cpu" | "cuda"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise SpecError(f"KernelSpec.name must match [A-Za-z0-9_]+, got {self.name!r}")
+        root = Path(self.root).expanduser().resolve()
+        object.__setattr__(self, "root", root)
+        srcs = _tuple_of_str(self.sources)
+        if not srcs:
+            raise SpecError(f"KernelSpec {self.name!r} has no sources")
+        for s in srcs:
+            if not s.endswith(_SOURCE_SUFFIXES):
+                raise SpecError(f"KernelSpec {self.name!r}: unsupported source type {s!r}")
+        if len(set(srcs)) != len(srcs):
+            raise SpecError(f"KernelSpec {self.name!r}: duplicate sources")
+        object.__setattr__(self, "sources", srcs)
+        for attr in ("include_dirs", "system_include_dirs", "cflags", "cuda_cflags", "ldflags"):
+            object.__setattr__(self, attr, _tuple_of_str(getattr(self, attr)))
+        fns = dict(self.functions or {})
+        for k, v in fns.items():
+            if not isinstance(k, str) or not _NAME_RE.match(k) or not isinstance(v, str):
+                raise SpecError(f"KernelSpec {self.name!r}: bad function entry {k!r}: {v!r}")
+        object.__setattr__(self, "functions", dict(sorted(fns.items())))
+        if self.backend not in ("auto", "cpu", "cuda"):
+            raise SpecError(f"KernelSpec {self.name!r}: backend must be auto|cpu|cuda")
+        if self.backend == "auto":
+            backend = "cuda" if any(s.endswith(_CUDA_SUFFIXES) for s in srcs) else "cpu"
+            object.__setattr__(self, "backend", backend)
+
+    def __hash__(self) -> int:  # dict field makes the default hash fail
+        return hash((self.name, self.sources, str(self.root), tuple(self.functions.items())))
+
+    # -- path helpers -------------------------------------------------------------------
+    def abspath(self, p: str) -> Path:
+        """Resolve a spec path (relative to root unless absolute)."""
+        q = Path(p).expanduser()
+        return (q if q.is_absolute() else Path(self.root) / q).resolve()
+
+    def source_paths(self) -> list[Path]:
+        paths = [self.abspath(s) for s in self.sources]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise SpecError(f"KernelSpec {self.name!r}: missing source file(s): {', '.join(missing)}")
+        return paths
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.backend == "cuda"
