@@ -42,14 +42,14 @@ _LAZY = {
     "warm": ("loader", "warm"),
     "explain": ("loader", "explain"),
     "stats": ("events", "stats"),
-    "cache_dir": ("store", "cache_dir"),
+    "cache_dir": ("config", "cache_dir"),
     "WarmResult": ("loader", "WarmResult"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from .events import stats
     from .loader import WarmResult, explain, load, warm
-    from .store import cache_dir
+    from .config import cache_dir
 
 
 def __getattr__(name: str) -> Any:

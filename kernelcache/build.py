@@ -1,0 +1,139 @@
+"""Compile and link in a private directory; capture depfiles, logs and timings.
+
+ninja runs the exact command lines of the plan (so what is keyed is what runs) in a fresh
+directory on the cache's filesystem. Nothing here touches the published store: a failed or
+killed build leaves only its private directory, which a later sweep removes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import config, key, toolchain
+from .errors import BuildError
+from .plan import IDENTITY_SYMBOL, BuildPlan
+
+
+@dataclass
+class BuildOutput:
+    dir: Path
+    entry_id: str
+    deps: list[dict]
+    absent: list[str]
+    so_sha256: str
+    so_size: int
+    seconds: float
+    log: str
+    publishable: bool = True
+    not_publishable_reason: str = ""
+    timings: dict = field(default_factory=dict)
+
+
+def _ninja_escape(s: str) -> str:
+    return s.replace("$", "$$").replace("\n", " ")
+
+
+def _write_ninja(plan: BuildPlan, bdir: Path) -> None:
+    b = str(bdir)
+    lines = ["ninja_required_version = 1.3", "rule run", "  command = $cmd", "  description = $desc", ""]
+    objs = []
+    for step in plan.sources:
+        argv = plan.compile_argv(step, b)
+        out = os.path.join(b, step.obj)
+        objs.append(out)
+        lines += [f"build {_ninja_escape(out).replace(':', '$:').replace(' ', '$ ')}: run "
+                  f"{_ninja_escape(step.path).replace(':', '$:').replace(' ', '$ ')}",
+                  f"  cmd = {_ninja_escape(shlex.join(argv))}", f"  desc = compile {step.rel}", ""]
+    ident = os.path.join(b, "kc_identity.o")
+    link_out = os.path.join(b, plan.so_name)
+    esc = lambda p: _ninja_escape(p).replace(":", "$:").replace(" ", "$ ")  # noqa: E731
+    lines += [f"build objects: phony {' '.join(esc(o) for o in objs)}", ""]
+    lines += [f"build {esc(ident)}: run {esc(os.path.join(b, 'kc_identity.c'))}",
+              f"  cmd = {_ninja_escape(shlex.join(plan.identity_argv(b)))}", "  desc = identity", ""]
+    lines += [f"build {esc(link_out)}: run {' '.join(esc(o) for o in objs)} {esc(ident)}",
+              f"  cmd = {_ninja_escape(shlex.join(plan.link_argv(b)))}", f"  desc = link {plan.so_name}", ""]
+    lines += [f"default {esc(link_out)}", ""]
+    (bdir / "build.ninja").write_text("\n".join(lines))
+
+
+def _failed_command(output: str) -> str:
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("FAILED:") and i + 1 < len(lines):
+            return lines[i + 1]
+    return ""
+
+
+def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str]) -> None:
+    argv = [toolchain.find_ninja(), "-C", str(bdir)]
+    jobs = config.max_jobs()
+    if jobs:
+        argv += ["-j", str(jobs)]
+    if target:
+        argv.append(target)
+    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    out = proc.stdout + proc.stderr
+    log.append(out)
+    if proc.returncode != 0:
+        raise BuildError(plan.spec.name, _failed_command(out) or shlex.join(argv), out, proc.returncode)
+
+
+def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path) -> BuildOutput:
+    """Build into ``bdir`` (a fresh private dir). Raises BuildError; leaves cleanup to the caller."""
+    t_start = time.monotonic()
+    wall0 = time.time_ns()
+    log: list[str] = []
+    _write_ninja(plan, bdir)
+    _run_ninja(plan, bdir, "objects", log)
+    t_compiled = time.monotonic()
+    dep_paths: list[str] = []
+    for step in plan.sources:
+        try:
+            dep_paths += key.parse_depfile((bdir / (step.obj + ".d")).read_text())
+        except OSError as e:
+            raise BuildError(plan.spec.name, "<depfile>", f"compiler wrote no depfile for {step.rel}: {e}") from e
+    deps, absent = key.record_deps(plan, dep_paths, str(bdir))
+    # Race guard: a dependency written while the compiler ran may not match what it read.
+    publishable, why = True, ""
+    sources_now = {}
+    for step in plan.sources:
+        with open(step.path, "rb") as f:
+            sources_now[step.rel] = hashlib.sha256(f.read()).hexdigest()
+    if sources_now != l1.source_hashes:
+        publishable, why = False, "a source changed while it was being compiled"
+    for d in deps:
+        if d["stat"][2] >= wall0:  # ctime at or after the build started
+            publishable, why = False, f"{d['path']} changed while it was being compiled"
+            break
+    eid = key.entry_id(l1.key, deps, absent)
+    (bdir / "kc_identity.c").write_text(
+        f'__attribute__((visibility("default"))) const char* {IDENTITY_SYMBOL}(void) '
+        f'{{ return "{eid}"; }}\n'
+    )
+    _run_ninja(plan, bdir, None, log)
+    so = bdir / plan.so_name
+    if not so.exists():
+        raise BuildError(plan.spec.name, shlex.join(plan.link_argv(str(bdir))), "linker produced no output")
+    digest = toolchain.sha256_file(so)
+    size = so.stat().st_size
+    # Keep only what an entry needs: the .so, logs; objects and depfiles go.
+    for p in bdir.iterdir():
+        if p.suffix in (".o", ".d") or p.name.endswith(".o.d") or p.name in (".ninja_log", ".ninja_deps"):
+            p.unlink(missing_ok=True)
+    text = "".join(log)
+    (bdir / "build.log").write_text(text)
+    return BuildOutput(
+        dir=bdir, entry_id=eid, deps=deps, absent=absent, so_sha256=digest, so_size=size,
+        seconds=time.monotonic() - t_start, log=text, publishable=publishable,
+        not_publishable_reason=why, timings={"compile_s": round(t_compiled - t_start, 3)},
+    )
+
+
+def discard(bdir: Path) -> None:
+    shutil.rmtree(bdir, ignore_errors=True)

@@ -1,0 +1,415 @@
+// Tree speculative sampling, target-only (behaviour "G3" of specs/tree_speculative_sampling.md).
+//
+// Written from the spec for kernelcache.  Two kernels per call:
+//
+//   kernel 1  grid = bs * num_splits blocks of kWalkThreads threads.
+//             Every block of request b loads the request's tree into shared memory (one
+//             parallel round of loads), gathers the target probability of every node under its
+//             parent (a second parallel round), then one thread runs the acceptance walk from
+//             shared memory.  Block (b, 0) writes predicts / accept_index / accept_token_num and
+//             the walk result; block (b, s) writes the draft_probs side effect of the tokens that
+//             fall in its vocabulary slice and sums the residual over that slice.
+//   kernel 2  grid = bs blocks of kPickThreads threads (launched with programmatic dependent
+//             launch where available).  Adds the slice sums in slice order, finds the slice
+//             where the CDF crosses u = coin * total and scans it with FlashInfer's
+//             DeviceSamplingFromProb; writes the bonus / correction token.
+//
+// Splitting a row across blocks keeps the GPU busy for small batches with large vocabularies,
+// and the second pass re-reads one slice instead of the whole row.
+//
+// Robustness: node ids outside [0, N) end a list, token ids outside [0, V) have probability 0
+// (never accepted, no draft write), sibling loops are bounded by N steps per level, slots
+// outside [0, predicts_len) are not written, and every offset is 64-bit.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <flashinfer/sampling.cuh>
+
+#include <cstdint>
+
+namespace kernelcache {
+namespace tree_sampling {
+
+constexpr int kWalkThreads = 256;   // threads of kernel 1
+constexpr int kPickThreads = 256;   // threads of kernel 2
+constexpr int kSliceAlign = 1024;   // slice length is a multiple of this (= kPickThreads * 4)
+constexpr int kMaxSmemNodes = 1024; // trees up to this many nodes are staged in shared memory
+constexpr int kPartialBuf = 1024;   // slice sums staged per round in kernel 2
+
+// Per-request walk result, kept in the int64 workspace (4 slots per request).
+struct WalkResult {
+  int64_t row;       // local node whose target row the final token is drawn from
+  int64_t n;         // accepted draft tokens
+  int64_t last;      // global slot that receives the final token
+  int64_t last_rej;  // G3: last rejected candidate with p > 0 at the final level, or -1
+};
+
+// Per-(request, slice) residual summary (one int64 slot).
+struct SliceSum {
+  float sum;          // sum of the positive residual entries in the slice
+  int32_t last_valid; // largest vocabulary index in the slice with residual > 0, or -1
+};
+
+struct Params {
+  int32_t* predicts;
+  int32_t* accept_index;
+  int32_t* accept_token_num;
+  const int64_t* candidates;
+  const int64_t* retrive_index;
+  const int64_t* retrive_next_token;
+  const int64_t* retrive_next_sibling;
+  const float* uniform_samples;
+  const float* uniform_final;
+  const float* target_probs;
+  float* draft_probs;
+  WalkResult* walk;  // [bs]
+  SliceSum* slices;  // [bs * num_splits]
+  int64_t predicts_len;
+  int64_t bs;
+  int32_t num_nodes;  // N
+  int32_t num_spec;   // S
+  int32_t vocab;      // V
+  int32_t num_splits;
+  int32_t slice_len;  // multiple of kSliceAlign
+  float threshold_single;
+  float threshold_acc;  // already capped to >= 1e-9f
+};
+
+__device__ __forceinline__ int32_t clamp_node(int64_t v, int32_t n) {
+  return (v >= 0 && v < n) ? static_cast<int32_t>(v) : -1;
+}
+__device__ __forceinline__ int32_t clamp_token(int64_t v, int32_t vocab) {
+  return (v >= 0 && v < vocab) ? static_cast<int32_t>(v) : -1;
+}
+
+template <int VEC>
+struct FVec {
+  float v[VEC];
+};
+
+template <int VEC>
+__device__ __forceinline__ FVec<VEC> load_vec(const float* p) {
+  FVec<VEC> r;
+  if constexpr (VEC == 4) {
+    float4 x = *reinterpret_cast<const float4*>(p);
+    r.v[0] = x.x; r.v[1] = x.y; r.v[2] = x.z; r.v[3] = x.w;
+  } else if constexpr (VEC == 2) {
+    float2 x = *reinterpret_cast<const float2*>(p);
+    r.v[0] = x.x; r.v[1] = x.y;
+  } else {
+    r.v[0] = *p;
+  }
+  return r;
+}
+
+// Residual vector at vocabulary offset j (j % VEC == 0, j + VEC <= V).  Entries that are not
+// strictly positive count as 0 (fmaxf also maps NaN to 0 in the non-bonus case).
+template <int VEC>
+__device__ __forceinline__ FVec<VEC> residual_vec(const float* trow, const float* drow, bool bonus,
+                                                  int64_t j) {
+  FVec<VEC> t = load_vec<VEC>(trow + j);
+  if (!bonus) {
+    FVec<VEC> d = load_vec<VEC>(drow + j);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) t.v[k] = fmaxf(t.v[k] - d.v[k], 0.0f);
+  }
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) t.v[k] = (t.v[k] > 0.0f) ? t.v[k] : 0.0f;
+  return t;
+}
+
+// ------------------------------------------------------------------------------------------
+// Kernel 1: walk + draft side effect + per-slice residual sums.
+// ------------------------------------------------------------------------------------------
+template <int VEC, bool STAGED>
+__global__ void __launch_bounds__(kWalkThreads)
+    walk_and_slice_kernel(Params P) {
+  using BlockReduceF = cub::BlockReduce<float, kWalkThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
+  using BlockReduceI = cub::BlockReduce<int, kWalkThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
+  __shared__ union {
+    typename BlockReduceF::TempStorage f;
+    typename BlockReduceI::TempStorage i;
+  } red;
+  __shared__ WalkResult s_walk;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+
+  const int tid = threadIdx.x;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) / P.num_splits;
+  const int32_t split = static_cast<int32_t>(blockIdx.x % P.num_splits);
+  const int32_t N = P.num_nodes;
+  const int32_t V = P.vocab;
+  const int64_t slice_lo = static_cast<int64_t>(split) * P.slice_len;
+  const int64_t slice_hi = min(slice_lo + P.slice_len, static_cast<int64_t>(V));
+  const int64_t node_base = b * N;  // offset of request b in the [bs, N] tensors
+  const float* target_req = P.target_probs + node_base * V;
+  float* draft_req = P.draft_probs + node_base * V;
+
+  // Shared-memory staging of the tree (STAGED only).
+  int64_t* s_ridx = reinterpret_cast<int64_t*>(smem_raw);
+  int32_t* s_next = reinterpret_cast<int32_t*>(s_ridx + (STAGED ? N : 0));
+  int32_t* s_sib = s_next + (STAGED ? N : 0);
+  int32_t* s_tok = s_sib + (STAGED ? N : 0);
+  int32_t* s_parent = s_tok + (STAGED ? N : 0);
+  float* s_coin = reinterpret_cast<float*>(s_parent + (STAGED ? N : 0));
+  float* s_prob = s_coin + (STAGED ? N : 0);
+
+  if constexpr (STAGED) {
+    for (int i = tid; i < N; i += kWalkThreads) {
+      s_ridx[i] = P.retrive_index[node_base + i];
+      s_next[i] = clamp_node(P.retrive_next_token[node_base + i], N);
+      s_sib[i] = clamp_node(P.retrive_next_sibling[node_base + i], N);
+      s_tok[i] = clamp_token(P.candidates[node_base + i], V);
+      s_coin[i] = P.uniform_samples[node_base + i];
+      s_parent[i] = -1;
+    }
+    __syncthreads();
+    // parent of each node (for a well-formed tree it is unique; for a malformed one any
+    // writer wins and the walk re-reads from global memory when it does not match).
+    for (int x = tid; x < N; x += kWalkThreads) {
+      int32_t c = s_next[x];
+      for (int32_t steps = 0; c != -1 && steps < N; ++steps) {
+        s_parent[c] = x;
+        c = s_sib[c];
+      }
+    }
+    __syncthreads();
+    for (int c = tid; c < N; c += kWalkThreads) {
+      const int32_t x = s_parent[c];
+      const int32_t tok = s_tok[c];
+      s_prob[c] = (x >= 0 && tok >= 0) ? target_req[static_cast<int64_t>(x) * V + tok] : 0.0f;
+    }
+    __syncthreads();
+  }
+
+  if (tid == 0) {
+    auto next_of = [&](int32_t i) -> int32_t {
+      if constexpr (STAGED) return s_next[i];
+      else return clamp_node(P.retrive_next_token[node_base + i], N);
+    };
+    auto sib_of = [&](int32_t i) -> int32_t {
+      if constexpr (STAGED) return s_sib[i];
+      else return clamp_node(P.retrive_next_sibling[node_base + i], N);
+    };
+    auto tok_of = [&](int32_t i) -> int32_t {
+      if constexpr (STAGED) return s_tok[i];
+      else return clamp_token(P.candidates[node_base + i], V);
+    };
+    auto coin_of = [&](int32_t i) -> float {
+      if constexpr (STAGED) return s_coin[i];
+      else return P.uniform_samples[node_base + i];
+    };
+    auto ridx_of = [&](int32_t i) -> int64_t {
+      if constexpr (STAGED) return s_ridx[i];
+      else return P.retrive_index[node_base + i];
+    };
+    auto prob_of = [&](int32_t row, int32_t c, int32_t tok) -> float {
+      if (tok < 0) return 0.0f;
+      if constexpr (STAGED) {
+        if (s_parent[c] == row) return s_prob[c];
+      }
+      return target_req[static_cast<int64_t>(row) * V + tok];
+    };
+    const bool writer = (split == 0);
+
+    int32_t row = 0;
+    float coin = coin_of(0);
+    int64_t last = ridx_of(0);
+    int64_t last_rej = -1;
+    int32_t n = 0;
+    if (writer) P.accept_index[b * P.num_spec] = static_cast<int32_t>(last);
+    int32_t cur = 0;
+    for (int32_t depth = 1; depth < P.num_spec; ++depth) {
+      cur = next_of(cur);
+      float prob_acc = 0.0f;
+      bool accepted = false;
+      last_rej = -1;  // only the final level's rejections matter for the fallback
+      for (int32_t steps = 0; cur != -1 && steps < N; ++steps) {
+        const int32_t tok = tok_of(cur);
+        const float p = prob_of(row, cur, tok);
+        prob_acc = __fadd_rn(prob_acc, p);
+        const bool accept =
+            (p > 0.0f) && ((coin < __fdiv_rn(prob_acc, P.threshold_acc)) || (p >= P.threshold_single));
+        if (accept) {
+          const int64_t slot = ridx_of(cur);
+          if (writer) {
+            if (last >= 0 && last < P.predicts_len) P.predicts[last] = tok;
+            P.accept_index[b * P.num_spec + n + 1] = static_cast<int32_t>(slot);
+          }
+          ++n;
+          last = slot;
+          row = cur;
+          coin = coin_of(cur);
+          accepted = true;
+          break;
+        }
+        if (tok >= 0) {
+          if (p > 0.0f) last_rej = tok;
+          if (tok >= slice_lo && tok < slice_hi) {
+            draft_req[static_cast<int64_t>(row) * V + tok] = p;  // == target_probs[b,row,tok]
+          }
+        }
+        cur = sib_of(cur);
+      }
+      if (!accepted) break;
+      last_rej = -1;
+    }
+    s_walk.row = row;
+    s_walk.n = n;
+    s_walk.last = last;
+    s_walk.last_rej = last_rej;
+    if (writer) {
+      P.accept_token_num[b] = n;
+      P.walk[b] = WalkResult{row, n, last, last_rej};
+    }
+  }
+  __syncthreads();
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+
+  // Residual over this block's slice of the final row.
+  const bool bonus = (s_walk.n == P.num_spec - 1);
+  const int64_t row = s_walk.row;
+  const float* trow = target_req + row * V;
+  const float* drow = draft_req + row * V;
+  float sum = 0.0f;
+  int last_valid = -1;
+#pragma unroll 4
+  for (int64_t j = slice_lo + static_cast<int64_t>(tid) * VEC; j < slice_hi;
+       j += static_cast<int64_t>(kWalkThreads) * VEC) {
+    FVec<VEC> r = residual_vec<VEC>(trow, drow, bonus, j);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      sum += r.v[k];
+      if (r.v[k] > 0.0f) last_valid = static_cast<int>(j + k);
+    }
+  }
+  const float block_sum = BlockReduceF(red.f).Sum(sum);
+  __syncthreads();
+  const int block_last = BlockReduceI(red.i).Reduce(last_valid, cub::Max());
+  if (tid == 0) {
+    P.slices[b * P.num_splits + split] = SliceSum{block_sum, block_last};
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Kernel 2: total, slice search, in-slice scan (FlashInfer), fallback, write the final token.
+// ------------------------------------------------------------------------------------------
+template <int VEC, bool DETERMINISTIC>
+__global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
+  namespace fs = flashinfer::sampling;
+  using TempStorage = fs::SamplingTempStorage<kPickThreads, fs::SCAN_ALGO, fs::REDUCE_ALGO>;
+  __shared__ TempStorage temp;
+  __shared__ float s_sum[kPartialBuf];
+  __shared__ int s_last[kPartialBuf];
+  __shared__ float s_u, s_running;
+  __shared__ int s_start, s_fallback;
+
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+
+  const int tid = threadIdx.x;
+  const int64_t b = blockIdx.x;
+  const int32_t V = P.vocab;
+  const WalkResult w = P.walk[b];
+  const SliceSum* slices = P.slices + b * P.num_splits;
+
+  // Pass A: total in slice order (thread 0 adds sequentially: a fixed order, so repeatable).
+  // Slice sums are staged in shared memory kPartialBuf at a time.
+  const bool one_round = P.num_splits <= kPartialBuf;
+  float total = 0.0f;
+  int last_valid_all = -1;
+  for (int base = 0; base < P.num_splits; base += kPartialBuf) {
+    const int cnt = min(kPartialBuf, P.num_splits - base);
+    for (int k = tid; k < cnt; k += kPickThreads) {
+      const SliceSum s = slices[base + k];
+      s_sum[k] = s.sum;
+      s_last[k] = s.last_valid;
+    }
+    __syncthreads();
+    if (tid == 0) {
+      for (int k = 0; k < cnt; ++k) {
+        total = __fadd_rn(total, s_sum[k]);
+        last_valid_all = max(last_valid_all, s_last[k]);
+      }
+    }
+    __syncthreads();
+  }
+  // Pass B: the first slice whose running sum exceeds u (same order as pass A, so the last
+  // running sum equals total and a slice is always found when total > u).
+  if (tid == 0) {
+    const float u = __fmul_rn(P.uniform_final[b], total);
+    s_u = u;
+    s_running = 0.0f;
+    s_start = (total > u) ? -2 : -1;  // -2: still searching
+    int fb = last_valid_all;
+    if (fb < 0) fb = static_cast<int>(w.last_rej);
+    if (fb < 0) fb = V - 1;
+    s_fallback = fb;
+    temp.sampled_id = V;
+  }
+  __syncthreads();
+  for (int base = 0; s_start == -2 && base < P.num_splits; base += kPartialBuf) {
+    const int cnt = min(kPartialBuf, P.num_splits - base);
+    if (!one_round) {
+      for (int k = tid; k < cnt; k += kPickThreads) s_sum[k] = slices[base + k].sum;
+      __syncthreads();
+    }
+    if (tid == 0) {
+      const float u = s_u;
+      float running = s_running;
+      for (int k = 0; k < cnt; ++k) {
+        const float nxt = __fadd_rn(running, s_sum[k]);
+        if (nxt > u) {
+          s_start = base + k;
+          break;
+        }
+        running = nxt;
+      }
+      s_running = running;
+    }
+    __syncthreads();
+  }
+  if (tid == 0 && s_start == -2) s_start = -1;  // rounding: nothing crossed
+  __syncthreads();
+
+  int sampled = V;
+  const int start = s_start;
+  if (start >= 0) {
+    const bool bonus = (w.n == P.num_spec - 1);
+    const float* trow = P.target_probs + (b * P.num_nodes + w.row) * static_cast<int64_t>(V);
+    const float* drow = P.draft_probs + (b * P.num_nodes + w.row) * static_cast<int64_t>(V);
+    const float u = s_u;
+    float aggregate = s_running;
+    int last_valid_index = -1;
+    constexpr int kChunk = kPickThreads * VEC;
+    const uint32_t num_chunks = static_cast<uint32_t>((V + kChunk - 1) / kChunk);
+    const uint32_t first_chunk =
+        static_cast<uint32_t>((static_cast<int64_t>(start) * P.slice_len) / kChunk);
+    for (uint32_t i = first_chunk; i < num_chunks; ++i) {
+      const int64_t j = static_cast<int64_t>(i) * kChunk + static_cast<int64_t>(tid) * VEC;
+      flashinfer::vec_t<float, VEC> pv;
+      if (j < V) {
+        FVec<VEC> r = residual_vec<VEC>(trow, drow, bonus, j);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) pv[k] = r.v[k];
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) pv[k] = 0.0f;
+      }
+      fs::DeviceSamplingFromProb<VEC, kPickThreads, fs::SCAN_ALGO, fs::REDUCE_ALGO, DETERMINISTIC>(
+          i, static_cast<uint32_t>(V), [](float x) { return x > 0.0f; }, u, pv, aggregate,
+          last_valid_index, &temp);
+      if (aggregate > u) break;
+    }
+    sampled = temp.sampled_id;
+  }
+  if (tid == 0) {
+    const int32_t tok = (sampled >= 0 && sampled < V) ? sampled : s_fallback;
+    if (w.last >= 0 && w.last < P.predicts_len) P.predicts[w.last] = tok;
+  }
+}
+
+}  // namespace tree_sampling
+}  // namespace kernelcache

@@ -1,0 +1,258 @@
+"""Cache keys: level 1 (predicted before compiling) and level 2 (recorded from the compiler).
+
+Level 1 hashes everything knowable before compiling: source bytes with root-relative ids, the
+fully expanded command lines, toolchain identity, arch, ABI and allow-listed environment.
+Level 2 is the dependency manifest: every file the compiler actually read (from ``-MD``
+depfiles, which unlike ``-MMD`` keep ``-isystem`` headers) with its content hash, plus
+"absent" probes so a new header that would shadow an old one is a miss. Stat fields are only
+a fast pre-check; bytes decide. Keys are sha256 over canonical JSON: never ``hash()``,
+reprs or timestamps, so every interpreter computes the same key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from . import toolchain
+from .plan import BUILD, ROOT, BuildPlan
+
+KEY_FORMAT = 1
+TVM_FFI = "${TVM_FFI}"
+
+
+def canonical_hash(obj) -> str:
+    data = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- anchors ---------------------------------------------------------------------------------
+def anchors_for(plan: BuildPlan) -> list[tuple[str, str]]:
+    """(anchor, realpath prefix), longest prefix first."""
+    pairs = [(ROOT, str(plan.spec.root)), (TVM_FFI, toolchain.tvm_ffi_paths().package_dir)]
+    return sorted(pairs, key=lambda p: -len(p[1]))
+
+
+def anchor_path(path: str, anchors: list[tuple[str, str]]) -> str:
+    for name, prefix in anchors:
+        if path == prefix or path.startswith(prefix + os.sep):
+            return name + path[len(prefix):]
+    return path
+
+
+def resolve_anchor(path: str, anchors: list[tuple[str, str]]) -> str:
+    for name, prefix in anchors:
+        if path.startswith(name):
+            return prefix + path[len(name):]
+    return path
+
+
+def _anchor_text(text: str, anchors: list[tuple[str, str]]) -> str:
+    for name, prefix in anchors:
+        text = text.replace(prefix, name)
+    return text
+
+
+# -- level 1 -----------------------------------------------------------------------------------
+@dataclass
+class Level1:
+    key: str
+    inputs: dict  # clear-text inputs, stored in the manifest for `explain`
+    source_hashes: dict[str, str] = field(default_factory=dict)
+
+
+def level1(plan: BuildPlan) -> Level1:
+    anchors = anchors_for(plan)
+    tvm = toolchain.tvm_ffi_paths()
+    sources = {}
+    for step in plan.sources:
+        with open(step.path, "rb") as f:
+            sources[step.rel] = hashlib.sha256(f.read()).hexdigest()
+    cmds = plan.key_commands()
+    cmds = {k: ([[_anchor_text(a, anchors) for a in c] for c in v] if k == "compile"
+                else [_anchor_text(a, anchors) for a in v]) for k, v in cmds.items()}
+    tools = {
+        k: {"path": v["path"], "version": v["version"], "size": v["size"], "mtime_ns": v["mtime_ns"]}
+        for k, v in sorted(plan.tools.items())
+    }
+    inputs = {
+        "format": KEY_FORMAT,
+        "name": plan.spec.name,
+        "backend": plan.spec.backend,
+        "sources": sources,
+        "commands": cmds,
+        "tools": tools,
+        "arch": list(plan.archs),
+        "abi": {
+            "tvm_ffi_version": tvm.version,
+            "libtvm_ffi_sha256": toolchain.file_identity(tvm.lib_path)["sha256"],
+        },
+        "env": toolchain.env_inputs(),
+        "functions": dict(plan.spec.functions),
+    }
+    return Level1(key=canonical_hash(inputs), inputs=inputs, source_hashes=sources)
+
+
+def diff_inputs(old: dict, new: dict) -> list[str]:
+    """Human-readable differences between two level-1 input sets (for `explain`)."""
+    out: list[str] = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a == b:
+            continue
+        if k == "sources" and isinstance(a, dict) and isinstance(b, dict):
+            for s in sorted(set(a) | set(b)):
+                if s not in a:
+                    out.append(f"source {s} added")
+                elif s not in b:
+                    out.append(f"source {s} removed")
+                elif a[s] != b[s]:
+                    out.append(f"source {s} changed")
+        elif k == "tools" and isinstance(a, dict) and isinstance(b, dict):
+            for t in sorted(set(a) | set(b)):
+                ta, tb = a.get(t) or {}, b.get(t) or {}
+                if ta.get("path") != tb.get("path"):
+                    out.append(f"tool {t} changed: {ta.get('path')} -> {tb.get('path')}")
+                elif ta.get("version") != tb.get("version"):
+                    va = (ta.get("version") or "").splitlines()[:1]
+                    vb = (tb.get("version") or "").splitlines()[:1]
+                    out.append(f"tool {t} version changed: {va} -> {vb}")
+                elif ta != tb:
+                    out.append(f"tool {t} binary changed (size/mtime) at {tb.get('path')}")
+        elif k == "commands" and isinstance(a, dict) and isinstance(b, dict):
+            fa = json.dumps(a, sort_keys=True)
+            fb = json.dumps(b, sort_keys=True)
+            if fa != fb:
+                sa = {x for c in a.get("compile", []) for x in c} | set(a.get("link", []))
+                sb = {x for c in b.get("compile", []) for x in c} | set(b.get("link", []))
+                added, removed = sorted(sb - sa), sorted(sa - sb)
+                detail = "; ".join(
+                    ([f"added {added}"] if added else []) + ([f"removed {removed}"] if removed else [])
+                ) or "order changed"
+                out.append(f"compile/link flags changed: {detail}")
+        elif k == "arch":
+            out.append(f"target arch changed: {a} -> {b}")
+        elif k == "abi":
+            out.append(f"ABI changed: {a} -> {b}")
+        elif k == "env":
+            out.append(f"environment changed: {a} -> {b}")
+        elif k == "functions":
+            out.append("expected function schemas changed")
+        else:
+            out.append(f"{k} changed: {a!r} -> {b!r}")
+    return out
+
+
+# -- level 2 -----------------------------------------------------------------------------------
+def parse_depfile(text: str) -> list[str]:
+    """Parse a make-style depfile (gcc -MD / nvcc -MD) into the list of prerequisites."""
+    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    deps: list[str] = []
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        # split target from prerequisites at the first ": " (paths have no ': ')
+        idx = line.find(": ")
+        if idx < 0:
+            if line.rstrip().endswith(":"):
+                continue
+            idx = line.find(":")
+        rest = line[idx + 1:]
+        token, i = [], 0
+        while i < len(rest):
+            c = rest[i]
+            if c == "\\" and i + 1 < len(rest) and rest[i + 1] in " #":
+                token.append(rest[i + 1])
+                i += 2
+                continue
+            if c == "$" and i + 1 < len(rest) and rest[i + 1] == "$":
+                token.append("$")
+                i += 2
+                continue
+            if c.isspace():
+                if token:
+                    deps.append("".join(token))
+                    token = []
+            else:
+                token.append(c)
+            i += 1
+        if token:
+            deps.append("".join(token))
+    return deps
+
+
+def _stat_tuple(st: os.stat_result) -> list[int]:
+    # ctime cannot be set back by a user, so an edit with a restored mtime still re-hashes.
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def record_deps(plan: BuildPlan, dep_paths: list[str], exclude_dir: str) -> tuple[list[dict], list[str]]:
+    """Hash every file the compiler read and compute absent probes for shadowing."""
+    anchors = anchors_for(plan)
+    source_set = {s.path for s in plan.sources}
+    seen: dict[str, dict] = {}
+    absent: set[str] = set()
+    inc_dirs = plan.include_dirs
+    for raw in dep_paths:
+        p = os.path.realpath(raw)
+        if p in seen or p in source_set or p.startswith(exclude_dir + os.sep):
+            continue
+        try:
+            st = os.stat(p)
+            digest = toolchain.sha256_file(p)
+        except OSError:
+            continue
+        seen[p] = {"path": anchor_path(p, anchors), "sha256": digest, "stat": _stat_tuple(st)}
+        for k, d in enumerate(inc_dirs):
+            if p.startswith(d + os.sep):
+                rel = p[len(d) + 1:]
+                for earlier in inc_dirs[:k]:
+                    probe = os.path.join(earlier, rel)
+                    if not os.path.exists(probe):
+                        absent.add(anchor_path(probe, anchors))
+                break
+    deps = sorted(seen.values(), key=lambda d: d["path"])
+    return deps, sorted(absent)
+
+
+def entry_id(key1: str, deps: list[dict], absent: list[str]) -> str:
+    return canonical_hash([key1, [[d["path"], d["sha256"]] for d in deps], absent])[:32]
+
+
+@dataclass
+class DepCheck:
+    ok: bool
+    reason: str = ""
+    refreshed: dict[str, list[int]] = field(default_factory=dict)  # path -> new stat (bytes equal)
+
+
+def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str]],
+               stat_cache: dict[str, list[int]] | None = None, only_anchor: str | None = None) -> DepCheck:
+    """Validate recorded dependencies: equal stat -> trusted; otherwise re-hash; bytes decide."""
+    refreshed: dict[str, list[int]] = {}
+    stat_cache = stat_cache or {}
+    for d in deps:
+        if only_anchor and not d["path"].startswith(only_anchor):
+            continue
+        p = resolve_anchor(d["path"], anchors)
+        try:
+            st = os.stat(p)
+        except OSError:
+            return DepCheck(False, f"header {d['path']} no longer exists")
+        cur = _stat_tuple(st)
+        if cur == d["stat"] or cur == stat_cache.get(d["path"]):
+            continue
+        try:
+            digest = toolchain.sha256_file(p)
+        except OSError as e:
+            return DepCheck(False, f"header {d['path']} unreadable: {e}")
+        if digest != d["sha256"]:
+            return DepCheck(False, f"header {d['path']} changed (content hash differs)")
+        refreshed[d["path"]] = cur
+    for a in absent:
+        if only_anchor and not a.startswith(only_anchor):
+            continue
+        if os.path.exists(resolve_anchor(a, anchors)):
+            return DepCheck(False, f"new header {a} shadows the one used before")
+    return DepCheck(True, refreshed=refreshed)

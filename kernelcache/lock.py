@@ -1,0 +1,102 @@
+"""Single-flight build lock: one flock per level-1 key, classified errors, bounded waits.
+
+The lock only de-duplicates work; correctness comes from atomic publish. So any error other
+than contention (EACCES, EROFS, EISDIR, ENOLCK, ...) never spins: the caller builds privately
+without the lock. Lock files live in a node-local dir and are never unlinked (unlinking a
+flock'd file lets two processes hold "the same" lock). The kernel releases a flock when its
+holder dies, so a SIGKILLed builder never leaves a stale lock.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import filelock
+
+from . import config, events
+from .errors import LockTimeout
+
+POLL_S = 0.05
+LOG_EVERY_S = 5.0
+
+
+def lock_path_for(key1: str, cache_root: Path) -> Path:
+    tag = hashlib.sha256(f"{cache_root}\0{key1}".encode()).hexdigest()[:32]
+    return config.lock_dir() / f"{tag}.lock"
+
+
+def _holder_info(lock_path: Path) -> str:
+    try:
+        info = json.loads(Path(str(lock_path) + ".holder").read_text())
+        age = time.time() - float(info.get("since", time.time()))
+        return f"pid {info.get('pid')} on {info.get('host')} (for {age:.0f}s)"
+    except (OSError, ValueError):
+        return "unknown holder"
+
+
+def _probe(lock_path: Path) -> OSError | None:
+    """Open the lock file the way filelock will; return the error if it is not contention."""
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        os.close(fd)
+    except OSError as e:
+        return e
+    return None
+
+
+@contextmanager
+def single_flight(key1: str, name: str, cache_root: Path) -> Iterator[bool]:
+    """Hold the build lock for ``key1``. Yields True if held, False if unusable (build privately).
+
+    Raises LockTimeout when another builder holds it past KERNELCACHE_LOCK_TIMEOUT.
+    """
+    path = lock_path_for(key1, cache_root)
+    err = _probe(path)
+    if err is not None:
+        events.emit("lock_unusable", name=name, lock=str(path), error=f"{type(err).__name__}: {err}")
+        yield False
+        return
+    lk = filelock.FileLock(str(path), timeout=0)
+    deadline_s = config.lock_timeout()
+    t0 = time.monotonic()
+    next_log = t0 + LOG_EVERY_S
+    waited_logged = False
+    while True:
+        try:
+            lk.acquire(timeout=0)
+            break
+        except filelock.Timeout:
+            pass
+        except OSError as e:  # not contention: never spin
+            events.emit("lock_unusable", name=name, lock=str(path), error=f"{type(e).__name__}: {e}")
+            yield False
+            return
+        now = time.monotonic()
+        if not waited_logged:
+            events.emit("lock_wait_start", name=name, lock=str(path), holder=_holder_info(path))
+            waited_logged = True
+        if now >= next_log:
+            events.emit("lock_wait", name=name, waited=now - t0, holder=_holder_info(path))
+            next_log = now + LOG_EVERY_S
+        if deadline_s > 0 and now - t0 >= deadline_s:
+            raise LockTimeout(name, str(path), now - t0, _holder_info(path))
+        time.sleep(POLL_S)
+    waited = time.monotonic() - t0
+    events.emit("lock_acquired", name=name, waited=round(waited, 3))
+    holder = Path(str(path) + ".holder")
+    try:
+        holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                      "since": time.time(), "name": name, "key": key1}))
+    except OSError:
+        pass
+    try:
+        yield True
+    finally:
+        lk.release()

@@ -1,0 +1,124 @@
+"""The exact compile and link command lines for a spec on this machine's toolchain.
+
+The same plan is hashed into the cache key (with machine-specific prefixes replaced by
+anchors) and executed by the builder, so what is keyed is exactly what runs.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import toolchain
+from .spec import KernelSpec
+
+ROOT = "${ROOT}"
+BUILD = "${BUILD}"
+
+BASE_CXXFLAGS = ["-std=c++17", "-fPIC", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
+BASE_CUDAFLAGS = ["-Xcompiler", "-fPIC", "-std=c++17", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
+IDENTITY_SYMBOL = "__kernelcache_identity"
+
+
+@dataclass
+class SourceStep:
+    rel: str  # id relative to root (or absolute when outside root)
+    path: str  # absolute realpath
+    lang: str  # "cxx" | "cuda"
+    obj: str  # object file name inside the build dir
+
+
+@dataclass
+class BuildPlan:
+    spec: KernelSpec
+    sources: list[SourceStep]
+    cxx: str
+    nvcc: str | None
+    cxx_flags: list[str]
+    cuda_flags: list[str]
+    ld_flags: list[str]
+    include_dirs: list[str]  # search order, realpaths (for absent probes)
+    archs: tuple[str, ...]
+    tools: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def so_name(self) -> str:
+        return f"{self.spec.name}.so"
+
+    def compile_argv(self, step: SourceStep, build_dir: str) -> list[str]:
+        obj = os.path.join(build_dir, step.obj)
+        dep = obj + ".d"
+        if step.lang == "cuda":
+            assert self.nvcc is not None
+            return [self.nvcc, "-MD", "-MF", dep, *self.cuda_flags, "-c", step.path, "-o", obj]
+        return [self.cxx, "-MD", "-MF", dep, *self.cxx_flags, "-c", step.path, "-o", obj]
+
+    def identity_argv(self, build_dir: str) -> list[str]:
+        return [self.cxx, "-x", "c", "-fPIC", "-O1", "-c",
+                os.path.join(build_dir, "kc_identity.c"), "-o", os.path.join(build_dir, "kc_identity.o")]
+
+    def link_argv(self, build_dir: str) -> list[str]:
+        objs = [os.path.join(build_dir, s.obj) for s in self.sources]
+        objs.append(os.path.join(build_dir, "kc_identity.o"))
+        return [self.cxx, "-shared", *objs, *self.ld_flags, "-o", os.path.join(build_dir, self.so_name)]
+
+    def anchored(self, text: str, build_dir: str | None = None) -> str:
+        """Replace machine-specific prefixes by anchors so a moved checkout keeps its key."""
+        root = str(self.spec.root)
+        if build_dir:
+            text = text.replace(build_dir, BUILD)
+        if text == root or text.startswith(root + os.sep) or (root + os.sep) in text:
+            text = text.replace(root, ROOT)
+        return text
+
+    def key_commands(self) -> dict:
+        """Fully expanded command lines with anchors (what goes into the level-1 key)."""
+        bd = "/__kernelcache_build__"
+        return {
+            "compile": [[self.anchored(a, bd) for a in self.compile_argv(s, bd)] for s in self.sources],
+            "identity": [self.anchored(a, bd) for a in self.identity_argv(bd)],
+            "link": [self.anchored(a, bd) for a in self.link_argv(bd)],
+        }
+
+
+def _resolve_dirs(spec: KernelSpec, dirs) -> list[str]:
+    return [str(spec.abspath(d)) for d in dirs]
+
+
+def make_plan(spec: KernelSpec) -> BuildPlan:
+    tvm = toolchain.tvm_ffi_paths()
+    cxx = os.path.realpath(toolchain.find_cxx())
+    tools = {"cxx": toolchain.tool_identity(cxx)}
+    user_inc = _resolve_dirs(spec, spec.include_dirs)
+    sys_inc = _resolve_dirs(spec, spec.system_include_dirs)
+    include_dirs = [*user_inc, tvm.include_dir, *sys_inc]
+    inc_flags = [f"-I{d}" for d in [*user_inc, tvm.include_dir]] + [
+        a for d in sys_inc for a in ("-isystem", d)
+    ]
+    cxx_flags = [*BASE_CXXFLAGS, *spec.cflags, *inc_flags]
+    ld_flags = [f"-L{os.path.dirname(tvm.lib_path)}", "-ltvm_ffi", *spec.ldflags]
+    nvcc = None
+    cuda_flags: list[str] = []
+    archs: tuple[str, ...] = ()
+    steps = []
+    for i, (rel, path) in enumerate(zip(spec.sources, spec.source_paths())):
+        lang = "cuda" if rel.endswith(".cu") else "cxx"
+        stem = Path(rel).name.replace(".", "_")
+        steps.append(SourceStep(rel=rel, path=str(path), lang=lang, obj=f"s{i}_{stem}.o"))
+    if spec.is_cuda:
+        cuda_home = toolchain.find_cuda_home()
+        nvcc = os.path.join(cuda_home, "bin", "nvcc")
+        tools["nvcc"] = toolchain.tool_identity(nvcc)
+        host = os.environ.get("NVCC_CCBIN") or toolchain.shutil.which("g++") or toolchain.shutil.which("c++")
+        if host:
+            tools["nvcc_host"] = toolchain.tool_identity(host)
+        archs = toolchain.cuda_archs()
+        cuda_inc = os.path.join(cuda_home, "include")
+        cuda_flags = [*BASE_CUDAFLAGS, *toolchain.gencode_flags(archs), *spec.cuda_cflags, *inc_flags]
+        include_dirs.append(cuda_inc)
+        lib64 = os.path.join(cuda_home, "lib64")
+        ld_flags += [f"-L{lib64}", "-lcudart", f"-Wl,-rpath,{lib64}"]
+    return BuildPlan(
+        spec=spec, sources=steps, cxx=cxx, nvcc=nvcc, cxx_flags=cxx_flags, cuda_flags=cuda_flags,
+        ld_flags=ld_flags, include_dirs=include_dirs, archs=archs, tools=tools,
+    )
