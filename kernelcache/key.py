@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 from . import toolchain
@@ -49,8 +50,9 @@ def resolve_anchor(path: str, anchors: list[tuple[str, str]]) -> str:
 
 
 def _anchor_text(text: str, anchors: list[tuple[str, str]]) -> str:
+    """Anchor every occurrence of a prefix that ends at a path boundary (not /a in /abc)."""
     for name, prefix in anchors:
-        text = text.replace(prefix, name)
+        text = re.sub(re.escape(prefix) + r"(?=/|$|[\s:;,=])", lambda _m: name, text)
     return text
 
 

@@ -25,6 +25,7 @@ MANIFEST_FORMAT = 1
 
 _modules: dict[str, Any] = {}  # entry_id -> loaded tvm_ffi.Module (same object on repeat calls)
 _verified_sha: set[str] = set()  # .so paths whose sha256 was checked in this process
+_dlopened: dict[str, int] = {}  # path -> inode dlopen'ed from that path in this process
 _proc_lock = threading.RLock()
 _name_locks: dict[str, threading.Lock] = {}
 
@@ -123,10 +124,30 @@ def _validate_before_dlopen(spec: KernelSpec, entry: store.Entry) -> str | None:
     return None
 
 
+def _dlopen_path(so_path: Path) -> Path:
+    """A path that dlopen has not cached for different bytes.
+
+    dlopen returns the already-loaded handle for a path it has seen, even if the file there was
+    replaced (e.g. a rejected entry rebuilt under the same id). Such a file is loaded from a
+    private per-process copy instead, so the new bytes really run.
+    """
+    ino = so_path.stat().st_ino
+    with _proc_lock:
+        seen = _dlopened.get(str(so_path))
+        if seen is None or seen == ino:
+            _dlopened[str(so_path)] = ino
+            return so_path
+    private = store.private_copy(so_path)
+    with _proc_lock:
+        _dlopened[str(private)] = private.stat().st_ino
+    return private
+
+
 def _dlopen_and_check(spec: KernelSpec, so_path: Path, eid: str) -> tuple[Any, str | None, dict]:
     import tvm_ffi
 
     try:
+        so_path = _dlopen_path(so_path)
         mod = tvm_ffi.load_module(str(so_path))
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, f"dlopen failed: {type(e).__name__}: {e}", {}
@@ -153,7 +174,7 @@ def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[st
         problem = schema.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
         import tvm_ffi
 
-        mod = tvm_ffi.load_module(str(bdir / plan.so_name))
+        mod = tvm_ffi.load_module(str(_dlopen_path(bdir / plan.so_name)))
         found = schema.exported_schemas(mod, list(spec.functions))
         mism = schema.compare(spec.functions, found)
         if mism:

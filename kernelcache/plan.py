@@ -62,17 +62,12 @@ class BuildPlan:
         objs.append(os.path.join(build_dir, "kc_identity.o"))
         return [self.cxx, "-shared", *objs, *self.ld_flags, "-o", os.path.join(build_dir, self.so_name)]
 
-    def anchored(self, text: str, build_dir: str | None = None) -> str:
-        """Replace machine-specific prefixes by anchors so a moved checkout keeps its key."""
-        root = str(self.spec.root)
-        if build_dir:
-            text = text.replace(build_dir, BUILD)
-        if text == root or text.startswith(root + os.sep) or (root + os.sep) in text:
-            text = text.replace(root, ROOT)
-        return text
+    def anchored(self, text: str, build_dir: str) -> str:
+        """Replace the private build dir by an anchor (other anchors: key.anchors_for)."""
+        return text.replace(build_dir, BUILD)
 
     def key_commands(self) -> dict:
-        """Fully expanded command lines with anchors (what goes into the level-1 key)."""
+        """Fully expanded command lines, build dir anchored (key.level1 anchors the rest)."""
         bd = "/__kernelcache_build__"
         return {
             "compile": [[self.anchored(a, bd) for a in self.compile_argv(s, bd)] for s in self.sources],

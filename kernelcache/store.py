@@ -153,6 +153,16 @@ def new_tmp_dir(key1: str, root: Path | None = None) -> Path:
     return d
 
 
+def private_copy(so_path: Path, root: Path | None = None) -> Path:
+    """Copy a .so into a per-process dir (swept when this process is gone)."""
+    base = layout_root(root) / "tmp"
+    d = base / f"reload.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    d.mkdir(parents=True)
+    dest = d / so_path.name
+    shutil.copy2(so_path, dest)
+    return dest
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)

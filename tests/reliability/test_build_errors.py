@@ -1,0 +1,51 @@
+"""Acceptance 7 and 8: failed builds leave nothing; a disabled build turns a miss into an error."""
+from __future__ import annotations
+
+import pytest
+
+import kernelcache as kc
+from conftest import project_spec
+
+
+def test_syntax_error_raises_build_error_and_retry_after_fix_builds(kc_env, project):
+    src = project / "add.cc"
+    good = src.read_text()
+    src.write_text(good.replace("return a + b", "return a +* b;;; oops"))
+    with pytest.raises(kc.BuildError) as ei:
+        kc.load(project_spec(project))
+    err = ei.value
+    assert "error" in err.output and "add.cc" in err.output
+    assert "add.cc" in err.command and "-c" in err.command
+    assert kc_env.entries() == []
+    assert list((kc_env.cache / "v1" / "tmp").iterdir()) == []  # private dir removed
+    assert kc.stats()["build_failures"] == 1
+    src.write_text(good)
+    assert kc.load(project_spec(project)).add(2, 2) == 4  # same process, no stale "failed" state
+
+
+def test_no_build_turns_miss_into_cache_miss_error(kc_env, project, monkeypatch):
+    monkeypatch.setenv("KERNELCACHE_NO_BUILD", "1")
+    with pytest.raises(kc.CacheMissError) as ei:
+        kc.load(project_spec(project))
+    assert ei.value.spec_name == "adder" and "adder" in str(ei.value)
+    assert "no cached entry" in ei.value.reason
+    assert kc_env.compiles() == 0
+    monkeypatch.delenv("KERNELCACHE_NO_BUILD")
+    kc.load(project_spec(project))
+    (project / "include" / "kc_add.h").write_text("#define KC_OFFSET 3\n")
+    monkeypatch.setenv("KERNELCACHE_NO_BUILD", "1")
+    with pytest.raises(kc.CacheMissError, match="include/kc_add.h changed"):
+        kc.load(project_spec(project))
+
+
+def test_bad_spec_inputs_raise_clear_errors(tmp_path):
+    with pytest.raises(kc.SpecError, match="name"):
+        kc.KernelSpec(name="bad name", sources=["a.cc"])
+    with pytest.raises(kc.SpecError, match="no sources"):
+        kc.KernelSpec(name="x", sources=[])
+    with pytest.raises(kc.SpecError, match="unsupported source"):
+        kc.KernelSpec(name="x", sources=["a.py"])
+    with pytest.raises(kc.SpecError, match="missing source"):
+        kc.load(kc.KernelSpec(name="x", sources=["nope.cc"], root=tmp_path))
+    with pytest.raises(TypeError):
+        kc.load("not a spec")

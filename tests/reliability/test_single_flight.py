@@ -1,0 +1,78 @@
+"""Acceptance 2 and 6: concurrent cold loads compile once; loaders never see a partial entry."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+from conftest import spec_code
+
+
+def _spawn(kc_env, code: str, **env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=kc_env.env(**env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def test_eight_cold_processes_compile_exactly_once(kc_env, project):
+    code = spec_code(project) + textwrap.dedent("""
+        import kernelcache.loader as L
+        mod, res = L.load_with_result(spec)
+        print(mod.add(20, 22), res.entry_id, res.status)
+    """)
+    procs = [_spawn(kc_env, code, KC_SLOW_COMPILE="1") for _ in range(8)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+        outs.append(out.split())
+    assert kc_env.compiles() == 1, kc_env.count_log.read_text()
+    assert kc_env.compiles("link") == 1
+    assert {o[0] for o in outs} == {"42"}
+    assert len({o[1] for o in outs}) == 1  # every process loaded the same entry
+    assert sorted(o[2] for o in outs).count("built") == 1
+    assert len(kc_env.entries("adder")) == 1
+
+
+def test_loaders_racing_a_builder_never_see_a_partial_entry(kc_env, project):
+    builder = _spawn(kc_env, spec_code(project) + "print(kc.load(spec).add(1, 1))", KC_SLOW_LINK="2")
+    poll = spec_code(project) + textwrap.dedent("""
+        import time
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                seen.append(kc.load(spec).add(1, 1))
+                break
+            except kc.CacheMissError:
+                seen.append("miss")
+                time.sleep(0.02)
+        print(seen[-1], len(seen))
+    """)
+    readers = [_spawn(kc_env, poll, KERNELCACHE_NO_BUILD="1") for _ in range(3)]
+    out, err = builder.communicate(timeout=120)
+    assert builder.returncode == 0 and out.strip() == "2", err
+    for r in readers:
+        rout, rerr = r.communicate(timeout=120)
+        assert r.returncode == 0, rerr  # any partial file would surface as a load/validation error
+        last, n = rout.split()
+        assert last == "2" and int(n) >= 1
+    assert kc_env.compiles() == 1
+
+
+def test_edit_and_reload_in_one_process_runs_new_code(kc_env, project):
+    import kernelcache as kc
+    from conftest import project_spec
+
+    m1 = kc.load(project_spec(project))
+    assert m1.add(1, 1) == 2
+    (project / "include" / "kc_add.h").write_text("#define KC_OFFSET 1000\n")
+    m2 = kc.load(project_spec(project))
+    assert m2 is not m1 and m2.add(1, 1) == 1002
+    assert m1.add(1, 1) == 2  # the old module stays valid while referenced
+    assert kc.load(project_spec(project)) is m2  # same object on repeat calls
+    (project / "include" / "kc_add.h").write_text("#define KC_OFFSET 0\n")
+    t0 = time.monotonic()
+    kc_env.reset_counts()
+    assert kc.load(project_spec(project)) is m1  # flipping back hits the first entry, no rebuild
+    assert kc_env.compiles() == 0 and time.monotonic() - t0 < 5
