@@ -28,12 +28,34 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _cuda_unavailable(spec) -> str | None:
+    """Why a CUDA kernel cannot be built here (no nvcc / no target arch), or None."""
+    if not spec.is_cuda:
+        return None
+    from . import toolchain
+    from .errors import ToolchainError
+
+    try:
+        toolchain.find_cuda_home()
+        toolchain.cuda_archs()
+    except ToolchainError as e:
+        return f"{e}"
+    return None
+
+
 def cmd_warm(args) -> int:
     from . import loader
     from .config import cache_dir
 
     t0 = time.monotonic()
-    results = loader.warm(_specs(args.names).values(), jobs=args.jobs)
+    specs, skipped = [], []
+    for spec in _specs(args.names).values():
+        why = _cuda_unavailable(spec)
+        if why and not args.names:
+            skipped.append(loader.WarmResult(spec.name, "skipped", 0.0, why))
+        else:
+            specs.append(spec)
+    results = loader.warm(specs, jobs=args.jobs) + skipped
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=1))
     else:
@@ -42,7 +64,8 @@ def cmd_warm(args) -> int:
         print(_table(rows, ["kernel", "status", "time", "reason"]))
         print(f"{sum(r.status == 'hit' for r in results)} hit, {sum(r.status == 'built' for r in results)} built, "
               f"{sum(r.status == 'prebuilt' for r in results)} prebuilt, "
-              f"{sum(r.status == 'failed' for r in results)} failed in {time.monotonic() - t0:.1f}s")
+              f"{sum(r.status == 'failed' for r in results)} failed, "
+              f"{sum(r.status == 'skipped' for r in results)} skipped in {time.monotonic() - t0:.1f}s")
         for r in results:
             if r.status == "failed":
                 print(f"\n--- {r.name} failed ---\n{r.reason}", file=sys.stderr)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass, field
 
 from . import toolchain
@@ -49,10 +48,23 @@ def resolve_anchor(path: str, anchors: list[tuple[str, str]]) -> str:
     return path
 
 
+_BOUNDARY = set("/:;,= \t")
+
+
 def _anchor_text(text: str, anchors: list[tuple[str, str]]) -> str:
     """Anchor every occurrence of a prefix that ends at a path boundary (not /a in /abc)."""
     for name, prefix in anchors:
-        text = re.sub(re.escape(prefix) + r"(?=/|$|[\s:;,=])", lambda _m: name, text)
+        start = 0
+        while True:
+            i = text.find(prefix, start)
+            if i < 0:
+                break
+            j = i + len(prefix)
+            if j == len(text) or text[j] in _BOUNDARY:
+                text = text[:i] + name + text[j:]
+                start = i + len(name)
+            else:
+                start = j
     return text
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import build, config, events, key, schema, store
-from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch
+from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
 from .plan import BuildPlan, make_plan
 from .spec import KernelSpec
 
@@ -61,36 +61,38 @@ def _name_lock(name: str) -> threading.Lock:
 
 
 # -- lookup -------------------------------------------------------------------------------------
-def _search_roots() -> list[tuple[Path, bool]]:
-    """(root, is_prebuilt): read-only prebuilt roots first, then the writable cache."""
-    roots: list[tuple[Path, bool]] = []
-    try:
-        from .prebuilt import prebuilt_roots  # optional module (prebuilt artifact roots)
-    except ImportError:
-        prebuilt_roots = None  # type: ignore[assignment]
-    if prebuilt_roots is not None:
-        roots += [(r, True) for r in prebuilt_roots()]
-    roots.append((config.cache_dir(), False))
-    return roots
-
-
 def _lookup(plan: BuildPlan, l1: key.Level1) -> _Lookup:
     anchors = key.anchors_for(plan)
     refused: list[str] = []
     first_reason = ""
-    for root, prebuilt in _search_roots():
-        for entry in store.candidates(plan.spec.name, l1.key, root, prebuilt=prebuilt):
-            m = entry.manifest
-            check = key.check_deps(m.get("deps", []), m.get("absent", []), anchors, entry.stat_cache())
-            if check.ok:
-                if check.refreshed and not prebuilt:
-                    entry.save_stat_cache(check.refreshed)
-                return _Lookup(entry, "", "")
-            first_reason = first_reason or check.reason
-            refused.append(f"{entry.path}: {check.reason}")
+    for entry in store.candidates(plan.spec.name, l1.key):
+        m = entry.manifest
+        check = key.check_deps(m.get("deps", []), m.get("absent", []), anchors, entry.stat_cache())
+        if check.ok:
+            if check.refreshed:
+                entry.save_stat_cache(check.refreshed)
+            return _Lookup(entry, "", "")
+        first_reason = first_reason or check.reason
+        refused.append(f"{entry.path}: {check.reason}")
     if first_reason:
         return _Lookup(None, first_reason, "dependency_changed", refused)
     return _Lookup(None, _nearest_diff(plan.spec.name, l1), "no_entry", refused)
+
+
+def _try_prebuilt(spec: KernelSpec) -> tuple[Any, store.Entry | None, list[str]]:
+    """First valid artifact from the read-only prebuilt roots; refusals are logged and returned."""
+    from . import prebuilt
+
+    refused: list[str] = []
+    for entry in prebuilt.candidates(spec):
+        why = prebuilt.refusal(spec, entry)
+        if why is None:
+            mod, why, _ = _load_entry(spec, entry)
+            if mod is not None:
+                return mod, entry, refused
+        refused.append(f"prebuilt {entry.path}: {why}")
+        events.emit("prebuilt_refused", name=spec.name, entry=str(entry.path), reason=why)
+    return None, None, refused
 
 
 def _nearest_diff(name: str, l1: key.Level1) -> str:
@@ -111,16 +113,13 @@ def _validate_before_dlopen(spec: KernelSpec, entry: store.Entry) -> str | None:
     mism = schema.compare(spec.functions, m.get("schemas", {}))
     if mism:
         return "manifest schema differs: " + "; ".join(f"{k}: expected {a}, found {b}" for k, (a, b) in mism.items())
-    problem = schema.binary_problem(entry.so_path, list(spec.functions), m.get("so_size"))
+    sp = str(entry.so_path)
+    first = sp not in _verified_sha  # sha256 on the first load per process, size always
+    problem = schema.binary_problem(entry.so_path, list(spec.functions), m.get("so_size"),
+                                    m.get("so_sha256") if first else None)
     if problem:
         return problem
-    sp = str(entry.so_path)
-    if sp not in _verified_sha:
-        from .toolchain import sha256_file
-
-        if sha256_file(entry.so_path) != m.get("so_sha256"):
-            return "sha256 of the .so differs from the manifest (corrupted or replaced)"
-        _verified_sha.add(sp)
+    _verified_sha.add(sp)
     return None
 
 
@@ -234,8 +233,19 @@ def _load_entry(spec: KernelSpec, entry: store.Entry) -> tuple[Any, str | None, 
 
 def _load_impl(spec: KernelSpec) -> tuple[Any, WarmResult]:
     t0 = time.monotonic()
-    plan = make_plan(spec)
-    l1 = key.level1(plan)
+    pre_refused: list[str] = []
+    if not config.rebuild():
+        mod, entry, pre_refused = _try_prebuilt(spec)
+        if mod is not None and entry is not None:
+            events.emit("prebuilt_hit", name=spec.name, entry=entry.entry_id)
+            return mod, WarmResult(spec.name, "prebuilt", time.monotonic() - t0, "", entry.entry_id, str(entry.path))
+    try:
+        plan = make_plan(spec)
+        l1 = key.level1(plan)
+    except ToolchainError as e:
+        if config.no_build():
+            raise CacheMissError(spec.name, f"no usable prebuilt artifact and no toolchain: {e}", pre_refused) from e
+        raise
     rebuilt_once = False
     forced = config.rebuild()
     with _name_lock(spec.name):
@@ -244,11 +254,9 @@ def _load_impl(spec: KernelSpec) -> tuple[Any, WarmResult]:
             if look.entry is not None:
                 mod, problem, mism = _load_entry(spec, look.entry)
                 if mod is not None:
-                    look.entry.touch_used() if not look.entry.prebuilt else None
-                    status = "prebuilt" if look.entry.prebuilt else "hit"
-                    events.emit("prebuilt_hit" if look.entry.prebuilt else "hit", name=spec.name,
-                                entry=look.entry.entry_id)
-                    return mod, WarmResult(spec.name, status, time.monotonic() - t0, "",
+                    look.entry.touch_used()
+                    events.emit("hit", name=spec.name, entry=look.entry.entry_id)
+                    return mod, WarmResult(spec.name, "hit", time.monotonic() - t0, "",
                                            look.entry.entry_id, str(look.entry.path))
                 events.emit("quarantine", name=spec.name, reason=problem, entry=look.entry.entry_id)
                 store.quarantine(look.entry, problem or "rejected")
@@ -260,7 +268,7 @@ def _load_impl(spec: KernelSpec) -> tuple[Any, WarmResult]:
             reason = look.reason
             events.emit("miss", name=spec.name, reason=reason, reason_code=look.reason_code)
             if config.no_build():
-                raise CacheMissError(spec.name, reason, look.refused)
+                raise CacheMissError(spec.name, reason, pre_refused + look.refused)
             from .lock import single_flight
 
             with single_flight(l1.key, spec.name, config.cache_dir()):
@@ -328,15 +336,24 @@ def warm(specs: Iterable[KernelSpec], jobs: int | None = None) -> list[WarmResul
 
 def explain(spec: KernelSpec) -> dict:
     """What the key is made of and why a lookup would miss (diff vs the nearest manifest)."""
+    from . import prebuilt
+
+    pre = []
+    for entry in prebuilt.candidates(spec):
+        why = prebuilt.refusal(spec, entry)
+        pre.append({"entry": str(entry.path), "usable": why is None, "reason": why or ""})
     plan = make_plan(spec)
     l1 = key.level1(plan)
     look = _lookup(plan, l1)
+    usable_pre = next((p for p in pre if p["usable"]), None)
+    status = "prebuilt" if usable_pre else ("hit" if look.entry else "miss")
     return {
         "name": spec.name,
         "key1": l1.key,
         "inputs": l1.inputs,
-        "status": ("prebuilt" if look.entry.prebuilt else "hit") if look.entry else "miss",
-        "entry": str(look.entry.path) if look.entry else None,
+        "status": status,
+        "entry": usable_pre["entry"] if usable_pre else (str(look.entry.path) if look.entry else None),
         "reason": look.reason,
-        "refused": look.refused,
+        "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre if not p["usable"]] + look.refused,
+        "prebuilt": pre,
     }

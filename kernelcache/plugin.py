@@ -282,6 +282,7 @@ class _State:
         self.tests: dict[str, dict] = {}
         self.policy_failures: list[str] = []
         self.warm_seconds = 0.0
+        self.import_seconds = 0.0
         self.t0 = time.time()
         self.gpu_tests = Counter()
 
@@ -387,6 +388,12 @@ class _State:
             return
         from . import loader
 
+        t0 = time.monotonic()
+        try:  # import once up front so the first kernel's time is not the tvm-ffi import
+            import tvm_ffi  # noqa: F401
+        except Exception:  # noqa: BLE001 - the loader reports it per kernel
+            pass
+        self.import_seconds += time.monotonic() - t0
         t0 = time.monotonic()
         for r in loader.warm(specs, jobs=self.opt("jobs")):
             d = r.as_dict()
@@ -497,8 +504,17 @@ class KernelCachePlugin:
         st = self.st
         if st.is_worker:
             return
-        hw = selection.parse_hardware(st.opt("hardware") or "auto")
-        st.hw = hw if hw is not None else selection.detect_gpus()
+        try:
+            hw = selection.parse_hardware(st.opt("hardware") or "auto")
+        except ValueError as e:
+            raise pytest.UsageError(f"kernelcache: --kc-hardware / KERNELCACHE_HARDWARE: {e}") from None
+        if hw is None:
+            try:
+                timeout = float(os.environ.get("KERNELCACHE_GPU_PROBE_TIMEOUT", "") or 10.0)
+            except ValueError:
+                raise pytest.UsageError("KERNELCACHE_GPU_PROBE_TIMEOUT must be a number of seconds") from None
+            hw = selection.detect_gpus(timeout=timeout)
+        st.hw = hw
         if (not os.environ.get("KERNELCACHE_CUDA_ARCH", "").strip()
                 and not os.environ.get("TVM_FFI_CUDA_ARCH_LIST", "").strip() and st.hw["gpus"]
                 and st.hw.get("source") != "override"):
@@ -569,11 +585,14 @@ class KernelCachePlugin:
         problem = item.stash.get(ITEM_GPU, None)
         if problem:
             pytest.fail(f"kernelcache --kc-require-gpu: gpu: {problem}", pytrace=False)
+        msg = None
         try:
             for name in item.stash.get(ITEM_KERNELS, []):
                 self._check_available(name)
         except KernelUnavailable as e:
-            pytest.fail(f"kernelcache: {e}", pytrace=False)
+            msg = f"kernelcache: {e}"
+        if msg:
+            pytest.fail(msg, pytrace=False)
 
     def _check_available(self, name: str) -> None:
         st = self.st
@@ -646,7 +665,8 @@ class KernelCachePlugin:
         try:
             return self._load_impl(name, marker_kwargs)
         except KernelUnavailable as e:
-            pytest.fail(f"kernelcache: {e}", pytrace=False)
+            msg = f"kernelcache: {e}"
+        pytest.fail(msg, pytrace=False)
 
     def _load_impl(self, name: str, marker_kwargs: dict) -> Any:
         st = self.st

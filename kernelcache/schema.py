@@ -8,6 +8,7 @@ schema and is rejected before it can be called with the wrong arguments.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -50,12 +51,17 @@ def exported_schemas(module: Any, names: list[str]) -> dict[str, str | None]:
     return found
 
 
-def binary_problem(so_path: Path, functions: list[str], expected_size: int | None = None) -> str | None:
-    """Cheap pre-dlopen checks: ELF magic, size, and presence of every expected symbol name."""
+def binary_problem(so_path: Path, functions: list[str], expected_size: int | None = None,
+                   expected_sha256: str | None = None) -> str | None:
+    """Cheap pre-dlopen checks: size, ELF magic, expected symbol names, and (if given) sha256."""
     try:
         data = so_path.read_bytes()
     except OSError as e:
         return f"cannot read {so_path.name}: {e}"
+    if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+        if expected_size is not None and len(data) != expected_size:
+            return f"size {len(data)} != recorded {expected_size} (truncated or replaced)"
+        return "sha256 of the .so differs from the manifest (corrupted or replaced)"
     if expected_size is not None and len(data) != expected_size:
         return f"size {len(data)} != recorded {expected_size} (truncated or replaced)"
     if not data.startswith(ELF_MAGIC):

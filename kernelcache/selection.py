@@ -20,7 +20,6 @@ the nearest names when there are none).
 from __future__ import annotations
 
 import ast
-import difflib
 import fnmatch
 import json
 import os
@@ -197,7 +196,9 @@ def resolve(
             continue
         shown = ", ".join(_rel(Path(r), rootdir) for r in roots)
         if not matches:
-            names = sorted({f.name for f in files})
+            names = sorted({f.name for f in files if f.name != "conftest.py" and f.name != "__init__.py"})
+            import difflib
+
             close = difflib.get_close_matches(Path(name).name, names, n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             problems.append({"spec": spec, "error": f"no test file matches {file_part!r} under {shown}{hint}",

@@ -63,7 +63,7 @@ def _disk_memo_dir() -> Path | None:
         return None
 
 
-def _disk_memo(kind: str, skey: tuple, compute) -> dict:
+def disk_memo(kind: str, skey: tuple, compute) -> dict:
     """Memoise ``compute()`` per process and on disk, keyed by a binary's stat."""
     with _memo_lock:
         hit = _identity_memo.get((kind, skey))
@@ -109,14 +109,14 @@ def tool_identity(path: str) -> dict:
             banner = f"<--version failed: {e}>"
         return {"path": real, "size": skey[1], "mtime_ns": skey[2], "version": banner}
 
-    return _disk_memo("tool", skey, compute)
+    return disk_memo("tool", skey, compute)
 
 
 def file_identity(path: str) -> dict:
     """Content hash of a library we link against (libtvm_ffi.so), memoised by stat."""
     real = os.path.realpath(path)
     skey = _stat_key(real)
-    return _disk_memo("file", skey, lambda: {"path": real, "sha256": sha256_file(real)})
+    return disk_memo("file", skey, lambda: {"path": real, "sha256": sha256_file(real)})
 
 
 # -- compilers ------------------------------------------------------------------------------

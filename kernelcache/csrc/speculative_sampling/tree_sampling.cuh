@@ -7,15 +7,16 @@
 //             parallel round of loads), gathers the target probability of every node under its
 //             parent (a second parallel round), then one thread runs the acceptance walk from
 //             shared memory.  Block (b, 0) writes predicts / accept_index / accept_token_num and
-//             the walk result; block (b, s) writes the draft_probs side effect of the tokens that
-//             fall in its vocabulary slice and sums the residual over that slice.
-//   kernel 2  grid = bs blocks of kPickThreads threads (launched with programmatic dependent
-//             launch where available).  Adds the slice sums in slice order, finds the slice
-//             where the CDF crosses u = coin * total and scans it with FlashInfer's
+//             the walk result; every block writes the draft_probs side effect of the rejected
+//             tokens that fall in its vocabulary range, then sums the residual of its range in
+//             chunks of kChunk entries (one warp per chunk) into the workspace.
+//   kernel 2  grid = bs blocks of kPickThreads threads (programmatic dependent launch where
+//             available).  Adds the chunk sums in chunk order, finds the chunk where the CDF
+//             crosses u = coin * total and scans that chunk with FlashInfer's
 //             DeviceSamplingFromProb; writes the bonus / correction token.
 //
-// Splitting a row across blocks keeps the GPU busy for small batches with large vocabularies,
-// and the second pass re-reads one slice instead of the whole row.
+// The row is read from HBM once (kernel 1); kernel 2 re-reads one chunk.  Splitting a row
+// across blocks keeps the GPU busy for small batches with large vocabularies.
 //
 // Robustness: node ids outside [0, N) end a list, token ids outside [0, V) have probability 0
 // (never accepted, no draft write), sibling loops are bounded by N steps per level, slots
@@ -30,11 +31,11 @@
 namespace kernelcache {
 namespace tree_sampling {
 
-constexpr int kWalkThreads = 256;   // threads of kernel 1
+constexpr int kWalkThreads = 256;   // threads of kernel 1 (8 warps)
 constexpr int kPickThreads = 256;   // threads of kernel 2
-constexpr int kSliceAlign = 1024;   // slice length is a multiple of this (= kPickThreads * 4)
+constexpr int kChunk = 1024;        // vocabulary chunk summed by one warp (= kPickThreads * 4)
 constexpr int kMaxSmemNodes = 1024; // trees up to this many nodes are staged in shared memory
-constexpr int kPartialBuf = 1024;   // slice sums staged per round in kernel 2
+constexpr int kPartialBuf = 1024;   // chunk sums staged per round in kernel 2
 
 // Per-request walk result, kept in the int64 workspace (4 slots per request).
 struct WalkResult {
@@ -44,10 +45,10 @@ struct WalkResult {
   int64_t last_rej;  // G3: last rejected candidate with p > 0 at the final level, or -1
 };
 
-// Per-(request, slice) residual summary (one int64 slot).
+// Per-(request, chunk) residual summary (one int64 slot).
 struct SliceSum {
-  float sum;          // sum of the positive residual entries in the slice
-  int32_t last_valid; // largest vocabulary index in the slice with residual > 0, or -1
+  float sum;          // sum of the positive residual entries of the chunk
+  int32_t last_valid; // largest vocabulary index in the chunk with residual > 0, or -1
 };
 
 struct Params {
@@ -63,14 +64,15 @@ struct Params {
   const float* target_probs;
   float* draft_probs;
   WalkResult* walk;  // [bs]
-  SliceSum* slices;  // [bs * num_splits]
+  SliceSum* slices;  // [bs * num_chunks]
   int64_t predicts_len;
   int64_t bs;
   int32_t num_nodes;  // N
   int32_t num_spec;   // S
   int32_t vocab;      // V
-  int32_t num_splits;
-  int32_t slice_len;  // multiple of kSliceAlign
+  int32_t num_splits;        // blocks per request in kernel 1
+  int32_t chunks_per_block;  // chunks of kChunk entries per kernel-1 block
+  int32_t num_chunks;        // ceil(V / kChunk)
   float threshold_single;
   float threshold_acc;  // already capped to >= 1e-9f
 };
@@ -119,17 +121,11 @@ __device__ __forceinline__ FVec<VEC> residual_vec(const float* trow, const float
 }
 
 // ------------------------------------------------------------------------------------------
-// Kernel 1: walk + draft side effect + per-slice residual sums.
+// Kernel 1: walk + draft side effect + per-chunk residual sums.
 // ------------------------------------------------------------------------------------------
 template <int VEC, bool STAGED>
 __global__ void __launch_bounds__(kWalkThreads)
     walk_and_slice_kernel(Params P) {
-  using BlockReduceF = cub::BlockReduce<float, kWalkThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
-  using BlockReduceI = cub::BlockReduce<int, kWalkThreads, cub::BLOCK_REDUCE_WARP_REDUCTIONS>;
-  __shared__ union {
-    typename BlockReduceF::TempStorage f;
-    typename BlockReduceI::TempStorage i;
-  } red;
   __shared__ WalkResult s_walk;
   extern __shared__ __align__(16) unsigned char smem_raw[];
 
@@ -138,8 +134,10 @@ __global__ void __launch_bounds__(kWalkThreads)
   const int32_t split = static_cast<int32_t>(blockIdx.x % P.num_splits);
   const int32_t N = P.num_nodes;
   const int32_t V = P.vocab;
-  const int64_t slice_lo = static_cast<int64_t>(split) * P.slice_len;
-  const int64_t slice_hi = min(slice_lo + P.slice_len, static_cast<int64_t>(V));
+  const int32_t chunk_lo = split * P.chunks_per_block;
+  const int32_t chunk_hi = min(chunk_lo + P.chunks_per_block, P.num_chunks);
+  const int64_t slice_lo = static_cast<int64_t>(chunk_lo) * kChunk;
+  const int64_t slice_hi = min(static_cast<int64_t>(chunk_hi) * kChunk, static_cast<int64_t>(V));
   const int64_t node_base = b * N;  // offset of request b in the [bs, N] tensors
   const float* target_req = P.target_probs + node_base * V;
   float* draft_req = P.draft_probs + node_base * V;
@@ -267,33 +265,48 @@ __global__ void __launch_bounds__(kWalkThreads)
   asm volatile("griddepcontrol.launch_dependents;");
 #endif
 
-  // Residual over this block's slice of the final row.
+  // Residual over this block's chunks of the final row: one warp per chunk, lanes add their
+  // entries sequentially, then a fixed butterfly over the warp (repeatable sums).
   const bool bonus = (s_walk.n == P.num_spec - 1);
   const int64_t row = s_walk.row;
   const float* trow = target_req + row * V;
   const float* drow = draft_req + row * V;
-  float sum = 0.0f;
-  int last_valid = -1;
-#pragma unroll 4
-  for (int64_t j = slice_lo + static_cast<int64_t>(tid) * VEC; j < slice_hi;
-       j += static_cast<int64_t>(kWalkThreads) * VEC) {
-    FVec<VEC> r = residual_vec<VEC>(trow, drow, bonus, j);
+  const int warp = tid / 32, lane = tid % 32;
+  constexpr int kSteps = kChunk / (32 * VEC);
+  for (int32_t c = chunk_lo + warp; c < chunk_hi; c += kWalkThreads / 32) {
+    const int64_t base = static_cast<int64_t>(c) * kChunk + lane * VEC;
+    FVec<VEC> r[kSteps];
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      sum += r.v[k];
-      if (r.v[k] > 0.0f) last_valid = static_cast<int>(j + k);
+    for (int it = 0; it < kSteps; ++it) {
+      const int64_t j = base + it * 32 * VEC;
+      if (j < V) {
+        r[it] = residual_vec<VEC>(trow, drow, bonus, j);
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) r[it].v[k] = 0.0f;
+      }
     }
-  }
-  const float block_sum = BlockReduceF(red.f).Sum(sum);
-  __syncthreads();
-  const int block_last = BlockReduceI(red.i).Reduce(last_valid, cub::Max());
-  if (tid == 0) {
-    P.slices[b * P.num_splits + split] = SliceSum{block_sum, block_last};
+    float sum = 0.0f;
+    int last_valid = -1;
+#pragma unroll
+    for (int it = 0; it < kSteps; ++it) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        sum += r[it].v[k];
+        if (r[it].v[k] > 0.0f) last_valid = static_cast<int>(base + it * 32 * VEC + k);
+      }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      last_valid = max(last_valid, __shfl_xor_sync(0xffffffffu, last_valid, off));
+    }
+    if (lane == 0) P.slices[b * P.num_chunks + c] = SliceSum{sum, last_valid};
   }
 }
 
 // ------------------------------------------------------------------------------------------
-// Kernel 2: total, slice search, in-slice scan (FlashInfer), fallback, write the final token.
+// Kernel 2: total, chunk search, in-chunk scan (FlashInfer), fallback, write the final token.
 // ------------------------------------------------------------------------------------------
 template <int VEC, bool DETERMINISTIC>
 __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
@@ -313,15 +326,15 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
   const int64_t b = blockIdx.x;
   const int32_t V = P.vocab;
   const WalkResult w = P.walk[b];
-  const SliceSum* slices = P.slices + b * P.num_splits;
+  const SliceSum* slices = P.slices + b * P.num_chunks;
 
-  // Pass A: total in slice order (thread 0 adds sequentially: a fixed order, so repeatable).
+  // Pass A: total in chunk order (thread 0 adds sequentially: a fixed order, so repeatable).
   // Slice sums are staged in shared memory kPartialBuf at a time.
-  const bool one_round = P.num_splits <= kPartialBuf;
+  const bool one_round = P.num_chunks <= kPartialBuf;
   float total = 0.0f;
   int last_valid_all = -1;
-  for (int base = 0; base < P.num_splits; base += kPartialBuf) {
-    const int cnt = min(kPartialBuf, P.num_splits - base);
+  for (int base = 0; base < P.num_chunks; base += kPartialBuf) {
+    const int cnt = min(kPartialBuf, P.num_chunks - base);
     for (int k = tid; k < cnt; k += kPickThreads) {
       const SliceSum s = slices[base + k];
       s_sum[k] = s.sum;
@@ -336,8 +349,8 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
     }
     __syncthreads();
   }
-  // Pass B: the first slice whose running sum exceeds u (same order as pass A, so the last
-  // running sum equals total and a slice is always found when total > u).
+  // Pass B: the first chunk whose running sum exceeds u (same order as pass A, so the last
+  // running sum equals total and a chunk is always found when total > u).
   if (tid == 0) {
     const float u = __fmul_rn(P.uniform_final[b], total);
     s_u = u;
@@ -350,8 +363,8 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
     temp.sampled_id = V;
   }
   __syncthreads();
-  for (int base = 0; s_start == -2 && base < P.num_splits; base += kPartialBuf) {
-    const int cnt = min(kPartialBuf, P.num_splits - base);
+  for (int base = 0; s_start == -2 && base < P.num_chunks; base += kPartialBuf) {
+    const int cnt = min(kPartialBuf, P.num_chunks - base);
     if (!one_round) {
       for (int k = tid; k < cnt; k += kPickThreads) s_sum[k] = slices[base + k].sum;
       __syncthreads();
@@ -383,12 +396,11 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
     const float u = s_u;
     float aggregate = s_running;
     int last_valid_index = -1;
-    constexpr int kChunk = kPickThreads * VEC;
-    const uint32_t num_chunks = static_cast<uint32_t>((V + kChunk - 1) / kChunk);
-    const uint32_t first_chunk =
-        static_cast<uint32_t>((static_cast<int64_t>(start) * P.slice_len) / kChunk);
-    for (uint32_t i = first_chunk; i < num_chunks; ++i) {
-      const int64_t j = static_cast<int64_t>(i) * kChunk + static_cast<int64_t>(tid) * VEC;
+    constexpr int kStep = kPickThreads * VEC;  // entries per DeviceSamplingFromProb call
+    const uint32_t num_steps = static_cast<uint32_t>((V + kStep - 1) / kStep);
+    const uint32_t first_step = static_cast<uint32_t>(static_cast<int64_t>(start) * kChunk / kStep);
+    for (uint32_t i = first_step; i < num_steps; ++i) {
+      const int64_t j = static_cast<int64_t>(i) * kStep + static_cast<int64_t>(tid) * VEC;
       flashinfer::vec_t<float, VEC> pv;
       if (j < V) {
         FVec<VEC> r = residual_vec<VEC>(trow, drow, bonus, j);

@@ -1,0 +1,166 @@
+"""Cache-layer benchmark: kernelcache vs tvm_ffi.cpp and torch.utils.cpp_extension, one run.
+
+Measures, each in fresh processes on the same source:
+  1. warm load (a cached kernel, new interpreter): kernelcache.load (validating every recorded
+     header) vs tvm_ffi.cpp.load_inline vs torch.utils.cpp_extension.load_inline;
+  2. cold build: kernelcache.load vs a plain tvm_ffi.cpp.build + load_module;
+  3. 8 concurrent cold processes: compiler runs and wall time vs one cold build.
+Prints times and ratios. Not a test: numbers go to benchmarks/RESULTS.md.
+
+    python benchmarks/bench_cache.py [--reps 5] [--skip-torch]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+SOURCE = textwrap.dedent("""\
+    #include <cstdint>
+    #include <vector>
+    #include <string>
+    #include <algorithm>
+    #include <unordered_map>
+    int64_t add(int64_t a, int64_t b) {
+      std::vector<int64_t> v{a, b};
+      std::unordered_map<std::string, int64_t> m{{"a", a}};
+      return std::accumulate(v.begin(), v.end(), int64_t(0)) + (m.count("a") ? 0 : 1);
+    }
+""").replace("#include <algorithm>", "#include <algorithm>\n#include <numeric>")
+TVM_EXPORT = "\n#include <tvm/ffi/function.h>\nTVM_FFI_DLL_EXPORT_TYPED_FUNC(add, add);\n"
+
+WRAPPER = "#!/bin/sh\ncase \" $* \" in *\" -c \"*) case \"$*\" in *kc_identity*) ;; *) echo c >> \"$KC_COUNT_LOG\";; esac;; esac\nexec g++ \"$@\"\n"
+
+
+def run(code: str, env: dict, timeout: float = 900) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"benchmark step failed:\n{code}\n{p.stdout}\n{p.stderr}")
+    return dt, p.stdout.strip()
+
+
+def timed_code(setup: str, body: str) -> str:
+    """Fresh-process snippet printing the seconds spent in `body` (after `setup`)."""
+    return setup + "\nimport time\n_t0 = time.perf_counter()\n" + body + "\nprint(time.perf_counter() - _t0)\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--skip-torch", action="store_true")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kc-bench-"))
+    src_dir = work / "src"
+    src_dir.mkdir()
+    (src_dir / "add.cc").write_text(SOURCE + TVM_EXPORT)
+    wrapper = work / "cxx"
+    wrapper.write_text(WRAPPER)
+    wrapper.chmod(0o755)
+    base_env = {**os.environ, "PYTHONPATH": str(REPO), "KERNELCACHE_LOG": "0", "KC_COUNT_LOG": str(work / "count.log")}
+    base_env.pop("KERNELCACHE_NO_BUILD", None)
+    results: dict[str, float] = {}
+
+    kc_spec = (f"import kernelcache as kc\nspec = kc.KernelSpec(name='bench_add', sources=['add.cc'], "
+               f"root={str(src_dir)!r}, functions={{'add': 'Callable[[int, int], int]'}})")
+    import_tvm = "import tvm_ffi, tvm_ffi.cpp"  # each peer imports its library before the timer
+    import_kc = import_tvm + "\nimport kernelcache.loader"
+
+    # -- 1. warm load ----------------------------------------------------------------------------
+    env_kc = {**base_env, "KERNELCACHE_DIR": str(work / "kc_warm")}
+    run(kc_spec + "\nkc.load(spec)", env_kc)
+    env_tvm = {**base_env, "TVM_FFI_CACHE_DIR": str(work / "tvm_warm")}
+    inline_tvm = (f"{import_tvm}\nsrc = {SOURCE!r}\n")
+    run(inline_tvm + "tvm_ffi.cpp.load_inline('bench_add', cpp_sources=src, functions=['add'])", env_tvm)
+    warm = {"kernelcache": [], "tvm_ffi.load_inline": [], "torch.load_inline": []}
+    warm_total = {k: [] for k in warm}
+    have_torch = not args.skip_torch
+    if have_torch:
+        try:
+            import importlib.util
+
+            have_torch = importlib.util.find_spec("torch") is not None
+        except Exception:  # noqa: BLE001
+            have_torch = False
+    env_torch = {**base_env, "TORCH_EXTENSIONS_DIR": str(work / "torch_ext")}
+    torch_code = ("import torch, torch.utils.cpp_extension as ce\n"
+                  f"src = {SOURCE!r}\n")
+    torch_body = "m = ce.load_inline('bench_add_t', cpp_sources=src, functions=['add'], verbose=False)\nassert m.add(1, 2) == 3"
+    if have_torch:
+        print("building the torch cpp_extension peer once (cold, slow) ...", flush=True)
+        run(torch_code + torch_body, env_torch, timeout=1800)
+    for _ in range(args.reps):
+        for name, env, setup, body in [
+            ("kernelcache", env_kc, import_kc + "\n" + kc_spec, "m = kc.load(spec)\nassert m.add(1, 2) == 3"),
+            ("tvm_ffi.load_inline", env_tvm, inline_tvm,
+             "m = tvm_ffi.cpp.load_inline('bench_add', cpp_sources=src, functions=['add'])\nassert m.add(1, 2) == 3"),
+        ] + ([("torch.load_inline", env_torch, torch_code, torch_body)] if have_torch else []):
+            total, out = run(timed_code(setup, body), env)
+            warm[name].append(float(out.splitlines()[-1]))
+            warm_total[name].append(total)
+    med = {k: statistics.median(v) for k, v in warm.items() if v}
+    medt = {k: statistics.median(v) for k, v in warm_total.items() if v}
+    print("\n== warm load in a fresh process (median of %d; load call only / whole process)" % args.reps)
+    for k in med:
+        print(f"  {k:<22} {med[k] * 1e3:8.2f} ms   {medt[k] * 1e3:8.0f} ms")
+    results["warm_kc_ms"] = med["kernelcache"] * 1e3
+    results["warm_tvm_ms"] = med["tvm_ffi.load_inline"] * 1e3
+    print(f"  ratio kernelcache / tvm_ffi.load_inline: {med['kernelcache'] / med['tvm_ffi.load_inline']:.3f}x (goal <= 1.0x)")
+    if "torch.load_inline" in med:
+        results["warm_torch_ms"] = med["torch.load_inline"] * 1e3
+        print(f"  ratio kernelcache / torch.load_inline:   {med['kernelcache'] / med['torch.load_inline']:.3f}x")
+
+    # -- 2. cold build --------------------------------------------------------------------------
+    kc_cold, tvm_cold = [], []
+    reps_cold = max(3, args.reps // 2)
+    for i in range(reps_cold):
+        env = {**base_env, "KERNELCACHE_DIR": str(work / f"kc_cold{i}")}
+        _, out = run(timed_code(import_tvm + "\n" + kc_spec, "m = kc.load(spec)\nassert m.add(1, 2) == 3"), env)
+        kc_cold.append(float(out.splitlines()[-1]))
+        bdir = work / f"tvm_cold{i}"
+        body = (f"p = tvm_ffi.cpp.build('bench_add', cpp_files=[{str(src_dir / 'add.cc')!r}], build_directory={str(bdir)!r})\n"
+                "m = tvm_ffi.load_module(p)\nassert m.add(1, 2) == 3")
+        _, out = run(timed_code(import_tvm, body), base_env)
+        tvm_cold.append(float(out.splitlines()[-1]))
+    mk, mt = statistics.median(kc_cold), statistics.median(tvm_cold)
+    results["cold_kc_s"], results["cold_tvm_s"] = mk, mt
+    print(f"\n== cold build + load (median of {reps_cold})")
+    print(f"  kernelcache            {mk:8.3f} s\n  tvm_ffi.cpp.build      {mt:8.3f} s")
+    print(f"  ratio kernelcache / tvm_ffi.cpp.build: {mk / mt:.3f}x (goal <= 1.05x)")
+
+    # -- 3. eight concurrent cold processes ------------------------------------------------------
+    env = {**base_env, "KERNELCACHE_DIR": str(work / "kc_conc"), "CXX": str(wrapper),
+           "KERNELCACHE_LOCK_DIR": str(work / "locks")}
+    _, single = run(timed_code(import_tvm + "\n" + kc_spec, "kc.load(spec)"), {**env, "KERNELCACHE_DIR": str(work / "kc_single")})
+    single_s = float(single.splitlines()[-1])
+    (work / "count.log").write_text("")
+    code = timed_code(import_tvm + "\n" + kc_spec, "m = kc.load(spec)\nassert m.add(1, 2) == 3")
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(8)]
+    times = []
+    for p in procs:
+        out, _ = p.communicate(timeout=900)
+        assert p.returncode == 0
+        times.append(float(out.splitlines()[-1]))
+    compiles = len((work / "count.log").read_text().split())
+    results["conc_compiles"], results["conc_wall_ratio"] = compiles, max(times) / single_s
+    print("\n== 8 concurrent cold processes")
+    print(f"  compiler runs: {compiles} (goal 1)")
+    print(f"  slowest process load: {max(times):.3f} s vs single cold {single_s:.3f} s -> {max(times) / single_s:.3f}x (goal <= 1.15x)")
+    print("\nJSON " + json.dumps({k: round(v, 4) for k, v in results.items()}))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command (README): the whole suite under the kernelcache pytest plugin, which warms
+# the shipped kernels once (the CUDA one compiled and linked for sm_90 without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export KERNELCACHE_CUDA_ARCH="${KERNELCACHE_CUDA_ARCH:-9.0}"
+export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+export KERNELCACHE_DIR="${KERNELCACHE_DIR:-$PWD/.kc-cache}"
+set +e
+python -m pytest -p kernelcache tests "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then echo "ci: pytest collected no tests" >&2; exit 1; fi
+exit "$rc"

@@ -1,0 +1,447 @@
+"""N-gram corpus: the draft proposer for n-gram speculative decoding.
+
+Python API compatible with SGLang 0.5.23's ``NgramCorpus`` (see ``docs/ngram_corpus.md`` for
+usage and for every deliberate difference). The native core (C++ under
+``kernelcache/csrc/ngram_corpus``) is built and loaded through ``kernelcache.load`` on the first
+``NgramCorpus`` construction; importing this module builds nothing.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from numbers import Integral
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from ..spec import KernelSpec
+
+__all__ = [
+    "NgramCorpus",
+    "iter_external_corpus_chunks",
+    "spec",
+    "SEPARATOR_TOKEN",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_MATCH_STATES",
+]
+
+logger = logging.getLogger(__name__)
+
+SEPARATOR_TOKEN = -(2**31)
+DEFAULT_CHUNK_SIZE = 4096
+#: Per-request match states kept at most (least recently used ones are dropped first; a dropped
+#: state only costs one full re-match, results are unaffected).
+DEFAULT_MAX_MATCH_STATES = 65536
+#: Largest accepted draft_token_num (the mask alone is d*d int64 per request).
+MAX_DRAFT_TOKEN_NUM = 4096
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_MATCH_TYPES = {"BFS": 0, "PROB": 1}
+
+_CSRC = Path(__file__).resolve().parent.parent / "csrc"
+_SOURCES = [
+    "ngram_corpus/trie.cc",
+    "ngram_corpus/sam.cc",
+    "ngram_corpus/draft.cc",
+    "ngram_corpus/corpus.cc",
+    "ngram_corpus/ngram_corpus_ffi.cc",
+]
+
+
+def spec() -> KernelSpec:
+    """The KernelSpec of the native n-gram corpus module."""
+    return KernelSpec(
+        name="ngram_corpus",
+        sources=list(_SOURCES),
+        root=_CSRC,
+        include_dirs=["ngram_corpus"],
+        cflags=["-std=c++20", "-O3"],
+        functions={
+            "ngram_corpus_create": "Callable[[int, int, int, int, int, int, int], Object]",
+        },
+        backend="cpu",
+    )
+
+
+_module: Any = None
+_module_lock = threading.Lock()
+
+
+def _native() -> Any:
+    global _module
+    mod = _module
+    if mod is None:
+        with _module_lock:
+            if _module is None:
+                import kernelcache
+
+                _module = kernelcache.load(spec())
+            mod = _module
+    return mod
+
+
+# -- input conversion -------------------------------------------------------------------------
+_OVERFLOW_MSG = "value cannot be converted to type int32 without overflow"
+
+
+def _check_int32(arr: np.ndarray) -> np.ndarray:
+    """int64/any-int array -> contiguous int32 array; out-of-range -> RuntimeError (as the reference)."""
+    if arr.size and (int(arr.min()) < _INT32_MIN or int(arr.max()) > _INT32_MAX):
+        raise RuntimeError(_OVERFLOW_MSG)
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def _array_tokens(a: np.ndarray) -> np.ndarray:
+    if a.dtype == np.int32:
+        return np.ascontiguousarray(a.reshape(-1))
+    if a.dtype.kind not in "iub":
+        raise TypeError(f"token arrays must have an integer dtype, got {a.dtype}")
+    if a.dtype.kind == "u" and a.size and int(a.max()) > _INT32_MAX:
+        raise RuntimeError(_OVERFLOW_MSG)
+    return _check_int32(a.reshape(-1).astype(np.int64, copy=False))
+
+
+def _iter_tokens(it: Iterable[Any], count: int) -> np.ndarray:
+    try:
+        arr = np.fromiter(it, dtype=np.int64, count=count)
+    except OverflowError:
+        raise RuntimeError(_OVERFLOW_MSG) from None
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"tokens must be integers ({e})") from None
+    return _check_int32(arr)
+
+
+def _token_array(seq: Any) -> np.ndarray:
+    """One token sequence -> int32 array."""
+    if isinstance(seq, np.ndarray):
+        if seq.ndim != 1:
+            raise TypeError("a token sequence must be 1-D")
+        return _array_tokens(seq)
+    if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+        raise TypeError(f"a token sequence must be a list of ints, got {type(seq).__name__}")
+    return _iter_tokens(seq, len(seq))
+
+
+def _to_csr(batch_tokens: Any) -> Tuple[np.ndarray, np.ndarray]:
+    """List of token sequences -> (flat int32 tokens, int64 offsets of length n+1)."""
+    if isinstance(batch_tokens, np.ndarray):
+        if batch_tokens.ndim != 2:
+            raise TypeError("batch_tokens as an array must be 2-D (requests x tokens)")
+        n, w = batch_tokens.shape
+        return _array_tokens(batch_tokens), np.arange(n + 1, dtype=np.int64) * w
+    if isinstance(batch_tokens, (str, bytes)) or not isinstance(batch_tokens, (Sequence, Iterable)):
+        raise TypeError(f"batch_tokens must be a list of token lists, got {type(batch_tokens).__name__}")
+    seqs = batch_tokens if isinstance(batch_tokens, (list, tuple)) else list(batch_tokens)
+    n = len(seqs)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32), offsets
+    try:
+        lens = np.fromiter(map(len, seqs), dtype=np.int64, count=n)
+    except TypeError:
+        raise TypeError("batch_tokens must be a list of token lists") from None
+    np.cumsum(lens, out=offsets[1:])
+    total = int(offsets[-1])
+    if any(isinstance(s, (str, bytes)) for s in seqs):
+        raise TypeError("batch_tokens must be a list of token lists, not strings")
+    if all(isinstance(s, np.ndarray) for s in seqs):
+        if any(s.ndim != 1 for s in seqs):
+            raise TypeError("a token sequence must be 1-D")
+        return _array_tokens(np.concatenate(seqs) if n > 1 else seqs[0]), offsets
+    return _iter_tokens(itertools.chain.from_iterable(seqs), total), offsets
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return int(value)
+
+
+class NgramCorpus:
+    """Trie of recent n-grams (+ optional external suffix automata) proposing draft trees.
+
+    Compatible with SGLang 0.5.23's ``NgramCorpus`` (same constructor keywords, defaults, methods
+    and outputs); ``max_match_states`` bounds the per-request incremental states (LRU).
+    """
+
+    def __init__(
+        self,
+        max_trie_depth: int = 18,
+        min_bfs_breadth: int = 1,
+        max_bfs_breadth: int = 8,
+        draft_token_num: int = 8,
+        match_type: str = "BFS",
+        capacity: int = 1_000_000,
+        external_sam_budget: int = 0,
+        external_corpus_max_tokens: int = 10_000_000,
+        *,
+        max_match_states: int = DEFAULT_MAX_MATCH_STATES,
+    ) -> None:
+        D = _as_int("max_trie_depth", max_trie_depth)
+        bmin = _as_int("min_bfs_breadth", min_bfs_breadth)
+        bmax = _as_int("max_bfs_breadth", max_bfs_breadth)
+        d = _as_int("draft_token_num", draft_token_num)
+        cap = _as_int("capacity", capacity)
+        sam_budget = _as_int("external_sam_budget", external_sam_budget)
+        max_tokens = _as_int("external_corpus_max_tokens", external_corpus_max_tokens)
+        max_states = _as_int("max_match_states", max_match_states)
+        if not isinstance(match_type, str) or match_type not in _MATCH_TYPES:
+            raise ValueError(f"match_type must be 'BFS' or 'PROB', got {match_type!r}")
+        if D <= 1:
+            raise RuntimeError(f"max_trie_depth must be greater than 1, got {D}")
+        if bmin <= 0:
+            raise RuntimeError(f"min_bfs_breadth must be greater than 0, got {bmin}")
+        if bmin > bmax:
+            raise RuntimeError(
+                f"min_bfs_breadth must be less than or equal to max_bfs_breadth, got {bmin} > {bmax}"
+            )
+        if d <= 0:
+            raise RuntimeError(f"draft_token_num must be greater than 0, got {d}")
+        if d > MAX_DRAFT_TOKEN_NUM:
+            raise ValueError(f"draft_token_num must be <= {MAX_DRAFT_TOKEN_NUM}, got {d}")
+        for name, v in (("max_trie_depth", D), ("max_bfs_breadth", bmax), ("external_sam_budget", sam_budget)):
+            if v > _INT32_MAX:
+                raise ValueError(f"{name} is too large: {v}")
+        if cap <= D:
+            raise ValueError(
+                f"capacity ({cap}) must be greater than max_trie_depth ({D}): the root takes one "
+                "node and every window of up to max_trie_depth tokens must fit in the pool"
+            )
+        if cap > _INT32_MAX - 1:
+            raise ValueError(f"capacity must be at most {_INT32_MAX - 1}, got {cap}")
+        if sam_budget < 0:
+            raise ValueError(f"external_sam_budget must be >= 0, got {sam_budget}")
+        if max_states < 1:
+            raise ValueError(f"max_match_states must be >= 1, got {max_states}")
+
+        self.max_trie_depth = D
+        self.min_bfs_breadth = bmin
+        self.max_bfs_breadth = bmax
+        self.draft_token_num = d
+        self.match_type = match_type
+        self.capacity = cap
+        self.external_sam_budget = sam_budget
+        self.external_corpus_max_tokens = max_tokens
+        self.max_match_states = max_states
+        self._obj = _native().ngram_corpus_create(D, bmin, bmax, d, _MATCH_TYPES[match_type], cap, sam_budget)
+        self._lock = threading.Lock()  # req-id map + the native calls that use state ids
+        self._req_to_state: "OrderedDict[Any, int]" = OrderedDict()
+        self._next_state_id = 0
+        self._committed: Dict[str, int] = {}
+
+    # -- trie -----------------------------------------------------------------------------------
+    def batch_put(self, batch_tokens: List[List[int]]) -> None:
+        """Queue sequences for insertion (asynchronous; see synchronize())."""
+        flat, offsets = _to_csr(batch_tokens)
+        self._obj.async_insert(flat, offsets)
+
+    def synchronize(self) -> None:
+        """Block until every sequence queued so far is in the trie."""
+        self._obj.synchronize()
+
+    def reset(self) -> None:
+        """Empty the trie and forget all match states; inserts still queued are dropped."""
+        with self._lock:
+            self._obj.reset()
+            self._req_to_state.clear()
+
+    def erase_match_state(self, req_ids: List[str]) -> None:
+        if isinstance(req_ids, (str, bytes)):
+            raise TypeError("req_ids must be a list of request ids")
+        with self._lock:
+            sids = [self._req_to_state.pop(r) for r in req_ids if r in self._req_to_state]
+            if sids:
+                self._obj.erase_match_state(np.asarray(sids, dtype=np.int64))
+
+    def batch_get(
+        self, req_ids: List[str], batch_tokens: List[List[int]], total_lens: List[int]
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """Draft trees for a batch: (ids int64[n*d], mask int64[n*d*d])."""
+        if isinstance(req_ids, (str, bytes)) or not hasattr(req_ids, "__len__"):
+            raise TypeError("req_ids must be a list of request ids")
+        if not hasattr(total_lens, "__len__"):
+            raise TypeError("total_lens must be a list of ints")
+        if not hasattr(batch_tokens, "__len__"):
+            raise TypeError("batch_tokens must be a list of token lists")
+        n = len(batch_tokens)
+        if len(req_ids) != n or len(total_lens) != n:
+            raise ValueError(
+                "req_ids, batch_tokens and total_lens must have the same length, got "
+                f"{len(req_ids)}, {n}, {len(total_lens)}"
+            )
+        d = self.draft_token_num
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        flat, offsets = _to_csr(batch_tokens)
+        if n != len(offsets) - 1:
+            raise ValueError("batch_tokens has an unexpected shape")
+        if (offsets[1:] == offsets[:-1]).any():
+            raise RuntimeError("batchMatch received an empty token tail")
+        if isinstance(total_lens, np.ndarray):
+            if total_lens.dtype.kind not in "iu":
+                raise TypeError("total_lens must be integers")
+            tl = np.ascontiguousarray(total_lens, dtype=np.int64).reshape(-1)
+        else:
+            try:
+                tl = np.fromiter(total_lens, dtype=np.int64, count=n)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise TypeError(f"total_lens must be a list of ints ({e})") from None
+        ids = np.empty(n * d, dtype=np.int64)
+        mask = np.empty(n * d * d, dtype=np.int64)
+        with self._lock:
+            m = self._req_to_state
+            sids = []
+            for rid in req_ids:
+                sid = m.get(rid)
+                if sid is None:
+                    sid = self._next_state_id
+                    self._next_state_id += 1
+                    m[rid] = sid
+                else:
+                    m.move_to_end(rid)
+                sids.append(sid)
+            self._obj.batch_match(np.asarray(sids, dtype=np.int64), flat, offsets, tl, ids, mask)
+            if len(m) > self.max_match_states:
+                evicted = [m.popitem(last=False)[1] for _ in range(len(m) - self.max_match_states)]
+                self._obj.erase_match_state(np.asarray(evicted, dtype=np.int64))
+        return ids, mask
+
+    # -- external corpora -----------------------------------------------------------------------
+    @property
+    def remaining_token_budget(self) -> int:
+        return self.external_corpus_max_tokens - sum(self._committed.values())
+
+    def load_external_corpus_named(self, corpus_id: str, chunks: Iterable[Sequence[int]]) -> int:
+        """Build a suffix automaton over the chunks and publish it as ``corpus_id``.
+
+        Returns the number of tokens consumed (separators included). Call
+        ``commit_external_corpus_load`` afterwards for the budget bookkeeping.
+        """
+        if not isinstance(corpus_id, str):
+            raise TypeError(f"corpus_id must be a str, got {type(corpus_id).__name__}")
+        if corpus_id in self._committed:
+            raise ValueError(f"External corpus '{corpus_id}' already exists; remove it before loading it again")
+        remaining = self.remaining_token_budget
+        parts: List[np.ndarray] = []
+        total = 0
+        for chunk in chunks:
+            arr = _token_array(chunk)
+            if total + len(arr) > remaining:
+                raise ValueError(
+                    f"External ngram corpus exceeds the remaining token budget ({remaining} tokens left of "
+                    f"{self.external_corpus_max_tokens})"
+                )
+            if len(arr):
+                parts.append(arr)
+                total += len(arr)
+        if total == 0:
+            raise RuntimeError("External corpus is empty: no tokens were provided")
+        tokens = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return int(self._obj.add_external_corpus(corpus_id, tokens))
+
+    def commit_external_corpus_load(self, corpus_id: str, loaded_token_count: int) -> None:
+        self._committed[corpus_id] = _as_int("loaded_token_count", loaded_token_count)
+
+    def remove_external_corpus(self, corpus_id: str) -> None:
+        if not isinstance(corpus_id, str):
+            raise TypeError(f"corpus_id must be a str, got {type(corpus_id).__name__}")
+        self._obj.remove_external_corpus(corpus_id)
+        self._committed.pop(corpus_id, None)
+
+    def list_external_corpora(self) -> Dict[str, int]:
+        flat = list(self._obj.list_external_corpora())
+        return {str(flat[i]): int(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+    # -- introspection --------------------------------------------------------------------------
+    def memory_stats(self) -> Dict[str, float]:
+        """Trie pool figures: nodes in use, capacity, bytes per pool node, reserved bytes."""
+        return {
+            "num_nodes": int(self._obj.num_nodes()),
+            "capacity": self.capacity,
+            "node_struct_bytes": int(self._obj.node_struct_bytes()),
+            "bytes_per_node": float(self._obj.bytes_per_node()),
+            "reserved_bytes": int(self._obj.reserved_bytes()),
+            "match_states": int(self._obj.num_match_states()),
+        }
+
+    # -- helpers --------------------------------------------------------------------------------
+    @staticmethod
+    def leaf_paths_from_mask(tokens: Sequence[int], tree_mask: Any) -> List[List[int]]:
+        """Root-to-leaf token paths of a draft tree given its tokens and tree mask."""
+        toks = [int(t) for t in tokens]
+        n = len(toks)
+        m = np.asarray(tree_mask).reshape(n, n)
+        kept: List[frozenset] = []
+        rows: List[int] = []
+        for i in range(n - 1, -1, -1):
+            cols = frozenset(int(j) for j in np.nonzero(m[i])[0])
+            if any(cols <= k for k in kept):
+                continue
+            kept.append(cols)
+            rows.append(i)
+        out = []
+        for i in sorted(rows):
+            out.append([toks[j] for j in range(n) if m[i][j]])
+        return out
+
+    def debug_result(self, ids: Any, masks: Any, tokenizer: Any = None) -> None:
+        """Log the draft paths of a batch_get result (logging only)."""
+        d = self.draft_token_num
+        ids = np.asarray(ids).reshape(-1, d)
+        masks = np.asarray(masks).reshape(-1, d, d)
+        for b in range(ids.shape[0]):
+            paths = self.leaf_paths_from_mask(ids[b].tolist(), masks[b])
+            if tokenizer is not None:
+                paths = [tokenizer.decode(p) for p in paths]
+            logger.info("ngram draft %d: %s", b, paths)
+
+
+def iter_external_corpus_chunks(
+    path: Any, tokenizer: Any, max_tokens: int, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> Iterator[List[int]]:
+    """Token chunks of a JSONL corpus (one JSON string per line), separator before each document
+    but the first; raises ValueError past ``max_tokens`` (tokens + separators)."""
+    if tokenizer is None:
+        raise ValueError("A tokenizer is required to load an external ngram corpus")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, Integral) or max_tokens <= 0:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral) or chunk_size <= 0:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"External corpus file not found: {path}")
+    return _iter_chunks(p, tokenizer, int(max_tokens), int(chunk_size))
+
+
+def _iter_chunks(p: Path, tokenizer: Any, max_tokens: int, chunk_size: int) -> Iterator[List[int]]:
+    total = 0
+    first = True
+    with open(p, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{p}:{lineno}: invalid JSON ({e})") from None
+            if not isinstance(doc, str):
+                raise ValueError(f"{p}:{lineno}: every line must be a JSON string, got {type(doc).__name__}")
+            toks = list(tokenizer.encode(doc, add_special_tokens=False))
+            if not toks:
+                continue
+            if not first:
+                toks.insert(0, SEPARATOR_TOKEN)
+            if total + len(toks) > max_tokens:
+                raise ValueError(
+                    f"External corpus {p} exceeds the configured token limit of {max_tokens} tokens"
+                )
+            total += len(toks)
+            first = False
+            for i in range(0, len(toks), chunk_size):
+                yield toks[i : i + chunk_size]
