@@ -1,4 +1,4 @@
-"""`kernelcache warm | ls | verify | explain | prune | clean | doctor | build`.
+"""`kernelcache warm | ls | verify | explain | prune | clean | doctor | build | pack`.
 
 The CLI is a thin shell over the public API: every command works on the shipped kernels by
 name (``kernelcache.kernels``) and on the cache root from KERNELCACHE_DIR.
@@ -236,6 +236,14 @@ def cmd_build(args) -> int:
     return 1 if any(r["status"] == "failed" for r in report) else 0
 
 
+def cmd_pack(args) -> int:
+    from .pack import pack_wheel
+
+    whl = pack_wheel(Path(args.root), Path(args.out), args.tag, args.version)
+    print(whl)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelcache", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -270,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--arch", action="append", default=[], help="CUDA arch (repeatable), e.g. 9.0")
     b.add_argument("--out", required=True)
     b.set_defaults(fn=cmd_build)
+    pk = sub.add_parser("pack", help="pack an artifact root into a companion wheel")
+    pk.add_argument("root")
+    pk.add_argument("--tag", required=True, help="wheel name suffix, e.g. sm90")
+    pk.add_argument("--out", default="dist")
+    pk.add_argument("--version", default="0.1.0")
+    pk.set_defaults(fn=cmd_pack)
     return p
 
 

@@ -946,7 +946,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         resolved = selection.resolve(specs, roots, early_config.rootpath, early_config.invocation_params.dir)
     except selection.SelectionError as e:
         raise pytest.UsageError(str(e)) from None
-    args.extend(r.arg for r in resolved)
+    # In front: appended after a trailing `--kc-run A B` they would be swallowed by its nargs="+".
+    args[:0] = [r.arg for r in resolved]
 
 
 def pytest_configure(config: pytest.Config) -> None:

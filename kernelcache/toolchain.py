@@ -130,15 +130,27 @@ def find_cxx() -> str:
     return found
 
 
+def _is_cuda_home(p: str | Path) -> bool:
+    p = Path(p)
+    return (p / "bin" / "nvcc").exists() and (p / "include" / "cuda_runtime.h").exists()
+
+
 def find_cuda_home() -> str:
+    """CUDA_HOME/CUDA_PATH, else the toolkit of the nvcc on PATH, else /usr/local/cuda.
+
+    A candidate must hold both bin/nvcc and include/cuda_runtime.h: an nvcc wrapper script in
+    /usr/local/bin must not make /usr/local look like a CUDA home.
+    """
     for var in ("CUDA_HOME", "CUDA_PATH"):
         v = os.environ.get(var)
-        if v and Path(v, "bin", "nvcc").exists():
+        if v and _is_cuda_home(v):
             return os.path.realpath(v)
     nvcc = shutil.which("nvcc")
     if nvcc:
-        return str(Path(os.path.realpath(nvcc)).parent.parent)
-    if Path("/usr/local/cuda/bin/nvcc").exists():
+        cand = Path(os.path.realpath(nvcc)).parent.parent
+        if _is_cuda_home(cand):
+            return str(cand)
+    if _is_cuda_home("/usr/local/cuda"):
         return os.path.realpath("/usr/local/cuda")
     raise ToolchainError(
         "CUDA toolkit not found: set CUDA_HOME to a CUDA installation with bin/nvcc "

@@ -46,44 +46,54 @@ void NgramCorpusCore::fail_next_insert(const std::string& msg) {
   fail_armed_ = true;
 }
 
+void NgramCorpusCore::insert_batch_locked(const InsertBatch& batch) {
+  // caller holds mu_
+  try {
+    std::string injected;
+    {
+      std::lock_guard<std::mutex> gq(qmu_);
+      if (fail_armed_) {
+        fail_armed_ = false;
+        injected.swap(fail_next_);
+      }
+    }
+    if (!injected.empty()) throw std::runtime_error(injected);
+    if (batch.generation == generation_) {
+      const size_t ns = batch.offsets.size() - 1;
+      for (size_t i = 0; i < ns; ++i) {
+        trie_.insert_sequence(batch.tokens.data() + batch.offsets[i], batch.offsets[i + 1] - batch.offsets[i]);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> gq(qmu_);
+    if (!has_error_) error_ = e.what();
+    has_error_ = true;
+  } catch (...) {
+    std::lock_guard<std::mutex> gq(qmu_);
+    if (!has_error_) error_ = "unknown error";
+    has_error_ = true;
+  }
+}
+
+// Items are popped while holding mu_ (then qmu_), so popping and inserting are one step with
+// respect to every other mu_ holder: batches are applied in FIFO order whoever applies them.
 void NgramCorpusCore::worker() {
   for (;;) {
-    InsertBatch batch;
     {
       std::unique_lock<std::mutex> lk(qmu_);
       q_cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
       if (stop_) return;
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    InsertBatch batch;
+    {
+      std::lock_guard<std::mutex> lk(qmu_);
+      if (stop_) return;
+      if (queue_.empty()) continue;  // drained by synchronize() or reset()
       batch = std::move(queue_.front());
       queue_.pop_front();
     }
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      try {
-        std::string injected;
-        {
-          std::lock_guard<std::mutex> gq(qmu_);
-          if (fail_armed_) {
-            fail_armed_ = false;
-            injected.swap(fail_next_);
-          }
-        }
-        if (!injected.empty()) throw std::runtime_error(injected);
-        if (batch.generation == generation_) {
-          const size_t ns = batch.offsets.size() - 1;
-          for (size_t i = 0; i < ns; ++i) {
-            trie_.insert_sequence(batch.tokens.data() + batch.offsets[i], batch.offsets[i + 1] - batch.offsets[i]);
-          }
-        }
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> gq(qmu_);
-        if (!has_error_) error_ = e.what();
-        has_error_ = true;
-      } catch (...) {
-        std::lock_guard<std::mutex> gq(qmu_);
-        if (!has_error_) error_ = "unknown error";
-        has_error_ = true;
-      }
-    }
+    insert_batch_locked(batch);
     {
       std::lock_guard<std::mutex> lk(qmu_);
       pending_ -= 1;
@@ -112,6 +122,23 @@ void NgramCorpusCore::async_insert(const int32_t* tokens, const int64_t* offsets
 }
 
 void NgramCorpusCore::synchronize() {
+  {
+    // Apply what is queued in the calling thread instead of waiting for a thread hand-off.
+    std::lock_guard<std::mutex> g(mu_);
+    for (;;) {
+      InsertBatch batch;
+      {
+        std::lock_guard<std::mutex> lk(qmu_);
+        if (queue_.empty()) break;
+        batch = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      insert_batch_locked(batch);
+      std::lock_guard<std::mutex> lk(qmu_);
+      pending_ -= 1;
+      if (pending_ == 0) done_cv_.notify_all();
+    }
+  }
   {
     std::unique_lock<std::mutex> lk(qmu_);
     done_cv_.wait(lk, [this] { return pending_ == 0; });

@@ -74,6 +74,7 @@ class NgramCorpusCore {
     std::vector<int64_t> offsets;
   };
   void worker();
+  void insert_batch_locked(const InsertBatch& batch);
   void rethrow_pending_error();
   void compute_anchors(MatchState* st, const int32_t* t, int64_t L, int64_t total_len);
   void match_one(MatchState* st, const int32_t* t, int64_t L, int64_t total_len, int64_t* ids, int64_t* mask);

@@ -193,7 +193,7 @@ void Trie::top_k(int32_t x, int32_t k, std::vector<Kid>* out) {
     }
     out->insert(std::upper_bound(out->begin(), out->end(), kid, better), kid);
   }
-  if (scanned > 4 * static_cast<int64_t>(k) + 16) {
+  if (scanned > static_cast<int64_t>(k) + 8) {
     if (topk_cache_.size() >= (1u << 16)) topk_cache_.clear();
     TopKEntry& e = topk_cache_[x];
     e.version = xn.version;
