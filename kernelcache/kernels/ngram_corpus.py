@@ -108,13 +108,13 @@ def _array_tokens(a: np.ndarray) -> np.ndarray:
 
 
 def _iter_tokens(it: Iterable[Any], count: int) -> np.ndarray:
+    """Python ints -> int32 array in one pass (NumPy raises OverflowError outside int32)."""
     try:
-        arr = np.fromiter(it, dtype=np.int64, count=count)
+        return np.fromiter(it, dtype=np.int32, count=count)
     except OverflowError:
         raise RuntimeError(_OVERFLOW_MSG) from None
     except (ValueError, TypeError) as e:
         raise TypeError(f"tokens must be integers ({e})") from None
-    return _check_int32(arr)
 
 
 def _token_array(seq: Any) -> np.ndarray:
@@ -128,33 +128,37 @@ def _token_array(seq: Any) -> np.ndarray:
     return _iter_tokens(seq, len(seq))
 
 
-def _to_csr(batch_tokens: Any) -> Tuple[np.ndarray, np.ndarray]:
-    """List of token sequences -> (flat int32 tokens, int64 offsets of length n+1)."""
+def _to_csr(batch_tokens: Any) -> Tuple[np.ndarray, np.ndarray, List[int]]:
+    """List of token sequences -> (flat int32 tokens, int64 offsets [n+1], lengths)."""
     if isinstance(batch_tokens, np.ndarray):
         if batch_tokens.ndim != 2:
             raise TypeError("batch_tokens as an array must be 2-D (requests x tokens)")
         n, w = batch_tokens.shape
-        return _array_tokens(batch_tokens), np.arange(n + 1, dtype=np.int64) * w
-    if isinstance(batch_tokens, (str, bytes)) or not isinstance(batch_tokens, (Sequence, Iterable)):
+        return _array_tokens(batch_tokens), np.arange(n + 1, dtype=np.int64) * w, [w] * n
+    if isinstance(batch_tokens, (list, tuple)):
+        seqs = batch_tokens
+    elif isinstance(batch_tokens, (str, bytes, dict)) or not isinstance(batch_tokens, Iterable):
         raise TypeError(f"batch_tokens must be a list of token lists, got {type(batch_tokens).__name__}")
-    seqs = batch_tokens if isinstance(batch_tokens, (list, tuple)) else list(batch_tokens)
+    else:
+        seqs = list(batch_tokens)
     n = len(seqs)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    if n == 0:
-        return np.zeros(0, dtype=np.int32), offsets
     try:
-        lens = np.fromiter(map(len, seqs), dtype=np.int64, count=n)
+        lens = [len(s) for s in seqs]
     except TypeError:
         raise TypeError("batch_tokens must be a list of token lists") from None
-    np.cumsum(lens, out=offsets[1:])
-    total = int(offsets[-1])
-    if any(isinstance(s, (str, bytes)) for s in seqs):
-        raise TypeError("batch_tokens must be a list of token lists, not strings")
-    if all(isinstance(s, np.ndarray) for s in seqs):
-        if any(s.ndim != 1 for s in seqs):
-            raise TypeError("a token sequence must be 1-D")
-        return _array_tokens(np.concatenate(seqs) if n > 1 else seqs[0]), offsets
-    return _iter_tokens(itertools.chain.from_iterable(seqs), total), offsets
+    offsets = np.fromiter(itertools.accumulate(lens, initial=0), dtype=np.int64, count=n + 1)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32), offsets, lens
+    kinds = {type(s) for s in seqs}
+    if kinds <= _PLAIN_SEQS:
+        flat = _iter_tokens(itertools.chain.from_iterable(seqs), int(offsets[-1]))
+    else:
+        parts = [_token_array(s) for s in seqs]  # type checks per sequence (str, ndim, dtype)
+        flat = np.concatenate(parts) if n > 1 else parts[0]
+    return flat, offsets, lens
+
+
+_PLAIN_SEQS = frozenset({list, tuple, range})
 
 
 def _as_int(name: str, value: Any) -> int:
@@ -238,7 +242,7 @@ class NgramCorpus:
     # -- trie -----------------------------------------------------------------------------------
     def batch_put(self, batch_tokens: List[List[int]]) -> None:
         """Queue sequences for insertion (asynchronous; see synchronize())."""
-        flat, offsets = _to_csr(batch_tokens)
+        flat, offsets, _ = _to_csr(batch_tokens)
         self._obj.async_insert(flat, offsets)
 
     def synchronize(self) -> None:
@@ -278,10 +282,10 @@ class NgramCorpus:
         d = self.draft_token_num
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        flat, offsets = _to_csr(batch_tokens)
-        if n != len(offsets) - 1:
+        flat, offsets, lens = _to_csr(batch_tokens)
+        if n != len(lens):
             raise ValueError("batch_tokens has an unexpected shape")
-        if (offsets[1:] == offsets[:-1]).any():
+        if 0 in lens:
             raise RuntimeError("batchMatch received an empty token tail")
         if isinstance(total_lens, np.ndarray):
             if total_lens.dtype.kind not in "iu":
