@@ -140,21 +140,36 @@ def main() -> int:
     print(f"  ratio kernelcache / tvm_ffi.cpp.build: {mk / mt:.3f}x (goal <= 1.05x)")
 
     # -- 3. eight concurrent cold processes ------------------------------------------------------
+    # Every process imports first and then waits at a barrier, so the measurement is the load
+    # (wait for the one builder, then load its entry), not 8 torch imports fighting for 2 cores.
     env = {**base_env, "KERNELCACHE_DIR": str(work / "kc_conc"), "CXX": str(wrapper),
            "KERNELCACHE_LOCK_DIR": str(work / "locks")}
-    _, single = run(timed_code(import_tvm + "\n" + kc_spec, "kc.load(spec)"), {**env, "KERNELCACHE_DIR": str(work / "kc_single")})
-    single_s = float(single.splitlines()[-1])
+    go = work / "go"
+    barrier = (f"import os, sys, time\nprint('ready', flush=True)\n"
+               f"while not os.path.exists({str(go)!r}): time.sleep(0.001)\n")
+
+    def gang(n: int, cache: str) -> list[float]:
+        if go.exists():
+            go.unlink()
+        code = timed_code(import_kc + "\n" + kc_spec + "\n" + barrier, "m = kc.load(spec)\nassert m.add(1, 2) == 3")
+        ps = [subprocess.Popen([sys.executable, "-c", code], env={**env, "KERNELCACHE_DIR": cache},
+                               stdout=subprocess.PIPE, text=True) for _ in range(n)]
+        for p in ps:
+            assert p.stdout.readline().strip() == "ready"
+        go.touch()
+        out = []
+        for p in ps:
+            rest, _ = p.communicate(timeout=900)
+            assert p.returncode == 0
+            out.append(float(rest.split()[-1]))
+        return out
+
+    single_s = gang(1, str(work / "kc_single"))[0]
     (work / "count.log").write_text("")
-    code = timed_code(import_tvm + "\n" + kc_spec, "m = kc.load(spec)\nassert m.add(1, 2) == 3")
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(8)]
-    times = []
-    for p in procs:
-        out, _ = p.communicate(timeout=900)
-        assert p.returncode == 0
-        times.append(float(out.splitlines()[-1]))
+    times = gang(8, str(work / "kc_conc"))
     compiles = len((work / "count.log").read_text().split())
     results["conc_compiles"], results["conc_wall_ratio"] = compiles, max(times) / single_s
-    print("\n== 8 concurrent cold processes")
+    print("\n== 8 concurrent cold processes (released together after their imports)")
     print(f"  compiler runs: {compiles} (goal 1)")
     print(f"  slowest process load: {max(times):.3f} s vs single cold {single_s:.3f} s -> {max(times) / single_s:.3f}x (goal <= 1.15x)")
     print("\nJSON " + json.dumps({k: round(v, 4) for k, v in results.items()}))

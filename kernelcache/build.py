@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from .plan import IDENTITY_SYMBOL, BuildPlan
 class BuildOutput:
     dir: Path
     entry_id: str
+    identity: str
     deps: list[dict]
     absent: list[str]
     so_sha256: str
@@ -53,7 +55,6 @@ def _write_ninja(plan: BuildPlan, bdir: Path) -> None:
     ident = os.path.join(b, "kc_identity.o")
     link_out = os.path.join(b, plan.so_name)
     esc = lambda p: _ninja_escape(p).replace(":", "$:").replace(" ", "$ ")  # noqa: E731
-    lines += [f"build objects: phony {' '.join(esc(o) for o in objs)}", ""]
     lines += [f"build {esc(ident)}: run {esc(os.path.join(b, 'kc_identity.c'))}",
               f"  cmd = {_ninja_escape(shlex.join(plan.identity_argv(b)))}", "  desc = identity", ""]
     lines += [f"build {esc(link_out)}: run {' '.join(esc(o) for o in objs)} {esc(ident)}",
@@ -89,8 +90,16 @@ def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path) -> BuildOutput:
     t_start = time.monotonic()
     wall0 = time.time_ns()
     log: list[str] = []
+    # The identity is a per-build nonce compiled in alongside the sources (one ninja run, no
+    # extra serial step); the manifest records it, so a .so that does not belong to its
+    # manifest is caught right after dlopen.
+    identity = uuid.uuid4().hex
+    (bdir / "kc_identity.c").write_text(
+        f'__attribute__((visibility("default"))) const char* {IDENTITY_SYMBOL}(void) '
+        f'{{ return "{identity}"; }}\n'
+    )
     _write_ninja(plan, bdir)
-    _run_ninja(plan, bdir, "objects", log)
+    _run_ninja(plan, bdir, None, log)
     t_compiled = time.monotonic()
     dep_paths: list[str] = []
     for step in plan.sources:
@@ -112,11 +121,6 @@ def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path) -> BuildOutput:
             publishable, why = False, f"{d['path']} changed while it was being compiled"
             break
     eid = key.entry_id(l1.key, deps, absent)
-    (bdir / "kc_identity.c").write_text(
-        f'__attribute__((visibility("default"))) const char* {IDENTITY_SYMBOL}(void) '
-        f'{{ return "{eid}"; }}\n'
-    )
-    _run_ninja(plan, bdir, None, log)
     so = bdir / plan.so_name
     if not so.exists():
         raise BuildError(plan.spec.name, shlex.join(plan.link_argv(str(bdir))), "linker produced no output")
@@ -129,7 +133,7 @@ def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path) -> BuildOutput:
     text = "".join(log)
     (bdir / "build.log").write_text(text)
     return BuildOutput(
-        dir=bdir, entry_id=eid, deps=deps, absent=absent, so_sha256=digest, so_size=size,
+        dir=bdir, entry_id=eid, identity=identity, deps=deps, absent=absent, so_sha256=digest, so_size=size,
         seconds=time.monotonic() - t_start, log=text, publishable=publishable,
         not_publishable_reason=why, timings={"compile_s": round(t_compiled - t_start, 3)},
     )

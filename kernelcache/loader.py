@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import build, config, events, key, schema, store
+from . import build, config, events, key, prebuilt, schema, store
 from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
 from .plan import BuildPlan, make_plan
 from .spec import KernelSpec
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
 
 _modules: dict[str, Any] = {}  # entry_id -> loaded tvm_ffi.Module (same object on repeat calls)
 _verified_sha: set[str] = set()  # .so paths whose sha256 was checked in this process
@@ -81,8 +81,6 @@ def _lookup(plan: BuildPlan, l1: key.Level1) -> _Lookup:
 
 def _try_prebuilt(spec: KernelSpec) -> tuple[Any, store.Entry | None, list[str]]:
     """First valid artifact from the read-only prebuilt roots; refusals are logged and returned."""
-    from . import prebuilt
-
     refused: list[str] = []
     for entry in prebuilt.candidates(spec):
         why = prebuilt.refusal(spec, entry)
@@ -142,7 +140,7 @@ def _dlopen_path(so_path: Path) -> Path:
     return private
 
 
-def _dlopen_and_check(spec: KernelSpec, so_path: Path, eid: str) -> tuple[Any, str | None, dict]:
+def _dlopen_and_check(spec: KernelSpec, so_path: Path, identity: str) -> tuple[Any, str | None, dict]:
     import tvm_ffi
 
     try:
@@ -151,8 +149,8 @@ def _dlopen_and_check(spec: KernelSpec, so_path: Path, eid: str) -> tuple[Any, s
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, f"dlopen failed: {type(e).__name__}: {e}", {}
     ident = schema.read_identity(so_path)
-    if ident != eid:
-        return None, f"identity {ident!r} != entry {eid!r}", {}
+    if ident != identity:
+        return None, f"identity {ident!r} != manifest's {identity!r} (binary of another build)", {}
     found = schema.exported_schemas(mod, list(spec.functions))
     mism = schema.compare(spec.functions, found)
     if mism:
@@ -189,6 +187,7 @@ def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[st
         "name": spec.name,
         "key1": l1.key,
         "entry_id": out.entry_id,
+        "identity": out.identity,
         "so_name": plan.so_name,
         "so_sha256": out.so_sha256,
         "so_size": out.so_size,
@@ -224,7 +223,7 @@ def _load_entry(spec: KernelSpec, entry: store.Entry) -> tuple[Any, str | None, 
     problem = _validate_before_dlopen(spec, entry)
     if problem:
         return None, problem, {}
-    mod, problem, mism = _dlopen_and_check(spec, entry.so_path, entry.entry_id)
+    mod, problem, mism = _dlopen_and_check(spec, entry.so_path, entry.manifest.get("identity", ""))
     if mod is not None:
         with _proc_lock:
             _modules[entry.entry_id] = mod
@@ -336,8 +335,6 @@ def warm(specs: Iterable[KernelSpec], jobs: int | None = None) -> list[WarmResul
 
 def explain(spec: KernelSpec) -> dict:
     """What the key is made of and why a lookup would miss (diff vs the nearest manifest)."""
-    from . import prebuilt
-
     pre = []
     for entry in prebuilt.candidates(spec):
         why = prebuilt.refusal(spec, entry)

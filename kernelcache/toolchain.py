@@ -193,16 +193,22 @@ def tvm_ffi_paths() -> TvmFfiPaths:
         if spec is None or not spec.submodule_search_locations:
             raise ToolchainError("apache-tvm-ffi is not installed: pip install apache-tvm-ffi")
         pkg = os.path.realpath(list(spec.submodule_search_locations)[0])
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            ver = version("apache-tvm-ffi")
-        except PackageNotFoundError:
-            ver = "unknown"
         inc = os.path.join(pkg, "include")
         lib = os.path.join(pkg, "lib", "libtvm_ffi.so")
         if not os.path.exists(os.path.join(inc, "tvm", "ffi", "function.h")) or not os.path.exists(lib):
             raise ToolchainError(f"apache-tvm-ffi at {pkg} lacks headers or libtvm_ffi.so; reinstall it")
+
+        def distribution_version() -> dict:
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                return {"version": version("apache-tvm-ffi")}
+            except PackageNotFoundError:
+                return {"version": "unknown"}
+
+        # metadata lookups cost ~0.5 ms per process: memoise by the package dir and library stat
+        skey = (*_stat_key(pkg), *_stat_key(lib), *_stat_key(os.path.dirname(pkg)))
+        ver = disk_memo("tvm_ffi_version", skey, distribution_version)["version"]
         _tvm_paths = TvmFfiPaths(pkg, inc, lib, ver)
     return _tvm_paths
 
