@@ -195,17 +195,18 @@ def cmd_clean(args) -> int:
 
 
 def cmd_doctor(args) -> int:
+    """Report every tool and header set; exit 1 only if something the CPU path needs is missing."""
     from . import config, toolchain
 
     ok = True
 
-    def line(label: str, fn):
+    def line(label: str, fn, required: bool = True):
         nonlocal ok
         try:
             print(f"{label:<18} {fn()}")
         except Exception as e:  # noqa: BLE001 - doctor reports every problem, never stops
-            ok = False
-            print(f"{label:<18} MISSING: {e}")
+            ok = ok and not required
+            print(f"{label:<18} {'MISSING' if required else 'not available'}: {e}")
 
     print(f"{'python':<18} {sys.version.split()[0]} ({sys.executable})")
     line("cache dir", lambda: f"{config.cache_dir()} (writable: {os.access(config.cache_dir().parent, os.W_OK)})")
@@ -213,15 +214,21 @@ def cmd_doctor(args) -> int:
     line("c++", lambda: f"{toolchain.find_cxx()}: {toolchain.tool_identity(toolchain.find_cxx())['version'].splitlines()[0]}")
     line("ninja", toolchain.find_ninja)
     line("apache-tvm-ffi", lambda: f"{toolchain.tvm_ffi_paths().version} at {toolchain.tvm_ffi_paths().package_dir}")
-    line("cuda home", toolchain.find_cuda_home)
-    line("nvcc", lambda: toolchain.tool_identity(toolchain.find_nvcc())["version"].splitlines()[-1])
-    line("gpus (arch)", lambda: ", ".join(toolchain.detect_gpu_archs()) or "none visible")
-    line("target arch", lambda: ", ".join(toolchain.cuda_archs()))
+    line("cuda home", toolchain.find_cuda_home, required=False)
+    line("nvcc", lambda: toolchain.tool_identity(toolchain.find_nvcc())["version"].splitlines()[-1], required=False)
+    line("gpus (arch)", lambda: ", ".join(toolchain.detect_gpu_archs()) or "none visible", required=False)
+    line("target arch", lambda: ", ".join(toolchain.cuda_archs()), required=False)
     try:
         from .kernels import speculative_sampling as ss
 
-        line("flashinfer hdrs", ss.flashinfer_include_dir)
-        line("curand hdrs", ss.curand_include_dir)
+        line("flashinfer hdrs", ss.flashinfer_include_dir, required=False)
+        line("curand hdrs", lambda: ", ".join(ss.curand_include_dirs()), required=False)
+    except ImportError:
+        pass
+    try:
+        from .prebuilt import prebuilt_roots
+
+        line("prebuilt roots", lambda: ", ".join(map(str, prebuilt_roots())) or "none", required=False)
     except ImportError:
         pass
     return 0 if ok else 1

@@ -163,11 +163,17 @@ def find_nvcc() -> str:
 
 
 def find_ninja() -> str:
+    """The ninja of the `ninja` wheel (a declared dependency), else the one on PATH."""
     spec = importlib.util.find_spec("ninja")
     if spec and spec.submodule_search_locations:
         cand = Path(list(spec.submodule_search_locations)[0]) / "data" / "bin" / "ninja"
         if cand.exists():
             return str(cand)
+    import sysconfig
+
+    cand = Path(sysconfig.get_path("scripts")) / "ninja"
+    if cand.exists():
+        return str(cand)
     found = shutil.which("ninja")
     if not found:
         raise ToolchainError("ninja not found: pip install ninja")
