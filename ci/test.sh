@@ -7,7 +7,7 @@ export KERNELCACHE_CUDA_ARCH="${KERNELCACHE_CUDA_ARCH:-9.0}"
 export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 export KERNELCACHE_DIR="${KERNELCACHE_DIR:-$PWD/.kc-cache}"
 set +e
-python -m pytest -p kernelcache tests "$@"
+python -m pytest -p kernelcache -n 2 tests "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "ci: pytest collected no tests" >&2; exit 1; fi

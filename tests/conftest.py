@@ -16,6 +16,16 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The plugin registers these too; repeated here so `-p no:kernelcache --strict-markers` works.
+    for line in ("kernel(*names): shipped kernels a test needs",
+                 "gpu(count=1, min_arch=None): needs CUDA GPUs",
+                 "suite(stage, runner): CI suite and runner label"):
+        config.addinivalue_line("markers", line)
+
 REPO = Path(__file__).resolve().parents[1]
 
 WRAPPER = r"""#!/bin/sh
@@ -141,6 +151,18 @@ def spec_code(base: Path, **kw) -> str:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Put other bytes at `path` by rename, as a deploy or a bad copy would.
+
+    Writing in place into a .so that this test process has mapped (it loaded the entry) would
+    SIGBUS the test runner itself; a rename leaves the mapped inode intact while every later
+    open of the path sees the damaged bytes.
+    """
+    tmp = path.with_name(path.name + ".damaged")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def manifest(entry: Path) -> dict:

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = [pytest.mark.kernel("ngram_corpus"), pytest.mark.suite("kernels-cpu", "cpu")]
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ngram_reference as R  # noqa: E402
 

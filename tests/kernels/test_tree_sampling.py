@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = [pytest.mark.kernel("tree_speculative_sampling"), pytest.mark.suite("kernels-gpu", "gpu-h200")]
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tree_sampling_reference as R  # noqa: E402
 

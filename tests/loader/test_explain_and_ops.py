@@ -8,7 +8,7 @@ import textwrap
 import time
 
 import kernelcache as kc
-from conftest import REPO, project_spec, spec_code
+from conftest import REPO, project_spec, replace_file, spec_code
 
 
 def test_explain_names_what_changed(kc_env, project):
@@ -70,7 +70,7 @@ def test_ls_verify_clean(kc_env, project):
     assert "adder" in ls and "cache" in ls
     assert "0 bad entries" in _cli(kc_env, "verify").stdout
     so = kc_env.entries()[0] / "adder.so"
-    so.write_bytes(so.read_bytes()[:100])
+    replace_file(so, so.read_bytes()[:100])
     p = _cli(kc_env, "verify", "--fix", check=False)
     assert p.returncode == 1 and "BAD" in p.stdout
     assert kc_env.entries() == []  # quarantined

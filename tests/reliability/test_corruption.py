@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
 import kernelcache as kc
 from kernelcache import toolchain
-from conftest import make_project, manifest, project_spec, spec_code
+from conftest import make_project, manifest, project_spec, replace_file, spec_code
 
 
 def _only_entry(kc_env):
@@ -28,10 +27,10 @@ def test_damaged_so_is_quarantined_and_rebuilt(kc_env, project, damage):
     so = _only_entry(kc_env) / "adder.so"
     data = bytearray(so.read_bytes())
     if damage == "truncate":
-        so.write_bytes(bytes(data[: len(data) // 2]))
+        replace_file(so, bytes(data[: len(data) // 2]))
     else:
         data[len(data) // 2] ^= 0x40
-        so.write_bytes(bytes(data))
+        replace_file(so, bytes(data))
     kc_env.reset_counts()
     # a fresh process: the damaged file is checked before dlopen, never called
     out = kc_env.run_py(spec_code(project) + "m = kc.load(spec); s = kc.stats(); print(m.add(3, 4), s['quarantined'], s['builds'])")
@@ -63,7 +62,7 @@ def test_stale_so_with_lying_manifest_is_rejected_after_dlopen_before_any_call(k
     old_entry, new_entry, spec3 = _build_old_and_new(kc_env, tmp_path)
     # Replace the new entry's binary by the stale one and make the manifest's checksum agree,
     # so only identity/metadata checks can catch it.
-    shutil.copy(old_entry / "adder.so", new_entry / "adder.so")
+    replace_file(new_entry / "adder.so", (old_entry / "adder.so").read_bytes())
     m = manifest(new_entry)
     m["so_sha256"] = toolchain.sha256_file(new_entry / "adder.so")
     m["so_size"] = (new_entry / "adder.so").stat().st_size
