@@ -260,7 +260,7 @@ class KernelUnavailable(Exception):
 
 
 # -- the active plugin ---------------------------------------------------------------------------
-_SEVERITY = {"failed": 4, "built": 3, "hit": 2, "prebuilt": 1}
+_SEVERITY = {"failed": 4, "built": 3, "hit": 2, "prebuilt": 1, "skipped": 0}
 
 
 class _State:
@@ -382,6 +382,8 @@ class _State:
         if tr is not None and specs and not self.is_worker:
             tr.write_line(f"kernelcache: warming {len(specs)} kernel(s) in the {where}: "
                           f"{', '.join(s.name for s in specs)}")
+        if not self.opt("build_only"):
+            specs = [s for s in specs if not self._skip_unbuildable_cuda(s, where)]
         if not specs:
             return
         from . import loader
@@ -400,6 +402,25 @@ class _State:
                 d["error_type"] = type(r.error).__name__
             self.results[r.name] = d
         self.warm_seconds += time.monotonic() - t0
+
+    def _skip_unbuildable_cuda(self, spec: Any, where: str) -> bool:
+        """No GPU and no target arch: a CUDA kernel is skipped (its tests skip), not failed.
+
+        --kc-build-only still builds it (and fails without an arch): that run asked for it.
+        """
+        if not spec.is_cuda:
+            return False
+        from . import toolchain
+        from .errors import ToolchainError
+
+        try:
+            toolchain.cuda_archs()
+        except ToolchainError as e:
+            self.results[spec.name] = {"name": spec.name, "status": "skipped", "seconds": 0.0,
+                                       "reason": f"not built here: {e}", "entry_id": "",
+                                       "entry_path": "", "where": where}
+            return True
+        return False
 
     def use(self, name: str, status: str) -> None:
         self.uses.setdefault(name, Counter())[status] += 1
@@ -598,6 +619,8 @@ class KernelCachePlugin:
     def _check_available(self, name: str) -> None:
         st = self.st
         r = st.results.get(name)
+        if r is not None and r["status"] == "skipped":
+            pytest.skip(f"kernel {name!r} {r['reason']}")
         if r is not None and r["status"] == "failed":
             raise KernelUnavailable(f"kernel {name!r} is unavailable: {r['reason']}")
         if r is None:

@@ -183,8 +183,9 @@ def test_build_only_shipped_cuda_kernel(plain, monkeypatch):
 
 
 def test_gpu_test_skips_even_when_its_cuda_kernel_cannot_build_here(kcp):
-    """No arch, no GPU: the CUDA kernel fails to warm, but its GPU-only test skips (not errors)
-    and the CPU run passes; the summary still shows why the kernel is unavailable."""
+    """No arch, no GPU: the CUDA kernel is not built (status "skipped" with the reason), its
+    GPU-only test skips, the CPU run passes, also when the kernel is declared explicitly.
+    --kc-build-only asked for the build, so there the same situation fails the run."""
     kcp.pytester.makeini("[pytest]\nkernelcache_specs = kcspecs:cuda_specs\n")
     kcp.pytester.makepyfile(test_cu='''
         import pytest
@@ -194,15 +195,22 @@ def test_gpu_test_skips_even_when_its_cuda_kernel_cannot_build_here(kcp):
         def test_on_gpu(kc_kernel):
             assert kc_kernel.twice(2) == 4
 
+        @pytest.mark.kernel("kc_scale_cu")
+        def test_needs_kernel_but_not_gpu(kc_kernel):
+            assert kc_kernel.twice(2) == 4
+
         def test_cpu():
             pass
     ''')
     r = kcp.run("-p", "kernelcache", "-rs")
     assert r.ret == 0, r.stdout.str()
-    r.assert_outcomes(passed=1, skipped=1)
-    r.stdout.fnmatch_lines(["kc_scale_cu *failed*controller*ToolchainError*"])
+    r.assert_outcomes(passed=1, skipped=2)
+    r.stdout.fnmatch_lines(["kc_scale_cu *skipped*controller*not built here*no CUDA target arch*",
+                            "*kernel 'kc_scale_cu' not built here*"])
     assert "kernelcache: FAILED" not in r.stdout.str()
-    # declared explicitly, the same failure fails the run
     r = kcp.run("-p", "kernelcache", "--kc-kernels=kc_scale_cu")
+    assert r.ret == 0, r.stdout.str()
+    r.assert_outcomes(passed=1, skipped=2)
+    r = kcp.run("-p", "kernelcache", "--kc-build-only")
     assert r.ret == 1
-    r.stdout.fnmatch_lines(["kernelcache: FAILED: kernel 'kc_scale_cu' failed: ToolchainError*"])
+    r.stdout.fnmatch_lines(["*kc_scale_cu *failed*ToolchainError*"])
