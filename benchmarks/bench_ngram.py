@@ -14,7 +14,7 @@ directory (never vendored); its NgramCorpus JIT-compiles its own C++ with tvm-ff
 package ``__init__`` is bypassed (stub parent packages + a small ``load_jit``). When it cannot be
 installed or built the peer is skipped with the reason printed.
 
-    KERNELCACHE_DIR=/tmp/kc-bench .venv/bin/python benchmarks/bench_ngram.py [--out benchmarks/RESULTS_ngram.md]
+    KERNELCACHE_DIR=/tmp/kc-bench .venv/bin/python benchmarks/bench_ngram.py [--out table.md]  (figures: benchmarks/RESULTS.md)
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def bench_put(corpus, streams, steps: int, D: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(REPO / "benchmarks" / "RESULTS_ngram.md"))
+    ap.add_argument("--out", default=None, help="also write the markdown table to this file")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--docs", type=int, default=400)
     ap.add_argument("--doc-len", type=int, default=2000)
@@ -219,8 +219,10 @@ def main() -> None:
             else:
                 row = f"| {match_type} | {bs} | {k['get_us']:.1f} | - | - | {k['put_wps']:,.0f} | - | - |"
             lines.append(row)
-    Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"\nwrote {args.out}")
+    print("\n".join(lines))
+    if args.out:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        print(f"\nwrote {args.out}")
 
 
 if __name__ == "__main__":

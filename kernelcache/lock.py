@@ -22,7 +22,7 @@ import filelock
 from . import config, events
 from .errors import LockTimeout
 
-POLL_S = 0.05
+POLL_S = 0.01  # flock polls are cheap; waiters should see a published entry promptly
 LOG_EVERY_S = 5.0
 
 

@@ -32,7 +32,7 @@ _CSRC = Path(__file__).resolve().parent.parent / "csrc"
 # must match kChunk in kernelcache/csrc/speculative_sampling/tree_sampling.cuh
 _CHUNK = 1024
 # kernel-1 blocks (256 threads) aimed for per SM; the benchmark sweeps this
-_TARGET_BLOCKS_PER_SM = 2  # best overall in the H200 sweep (benchmarks/RESULTS_tree_sampling.md)
+_TARGET_BLOCKS_PER_SM = 2  # best overall in the H200 sweep (benchmarks/RESULTS.md)
 
 
 # ---------------------------------------------------------------------------------------------
