@@ -276,7 +276,7 @@ class _State:
         self.hw: dict = {}
         self.declared: list[str] = []  # kernels to warm in the controller
         self.results: dict[str, dict] = {}  # name -> warm result (+ "where")
-        self.uses: dict[str, Counter] = {}  # name -> Counter(status) of loads in tests (this process)
+        self.uses: dict[str, Counter] = {}  # name -> Counter: "test" (declared by a running test), load statuses
         self.worker_out: dict[str, dict] = {}  # worker id -> its workeroutput["kernelcache"]
         self.tests: dict[str, dict] = {}
         self.policy_failures: list[str] = []
@@ -611,6 +611,7 @@ class KernelCachePlugin:
         try:
             for name in item.stash.get(ITEM_KERNELS, []):
                 self._check_available(name)
+                self.st.use(name, "test")  # a test that declared the kernel and runs with it
         except KernelUnavailable as e:
             msg = f"kernelcache: {e}"
         if msg:
@@ -835,7 +836,7 @@ class KernelCachePlugin:
             w = max(6, *(len(r["name"]) for r in rows))
             tr.write_line(f"{'kernel':<{w}}  {'status':<10} {'seconds':>8}  {'where':<11} {'uses':>5}  reason")
             for r in rows:
-                nuse = sum(r["uses"].values())
+                nuse = r["uses"].get("test", 0)  # tests that ran needing it
                 reason = _first_line(r.get("reason") or "")
                 if len(reason) > 160:
                     reason = reason[:157] + "..."
