@@ -77,6 +77,21 @@ void NgramCorpusCore::insert_batch_locked(const InsertBatch& batch) {
 
 // Items are popped while holding mu_ (then qmu_), so popping and inserting are one step with
 // respect to every other mu_ holder: batches are applied in FIFO order whoever applies them.
+bool NgramCorpusCore::apply_next_batch_locked() {
+  InsertBatch batch;
+  {
+    std::lock_guard<std::mutex> lk(qmu_);
+    if (stop_ || queue_.empty()) return false;  // drained by synchronize() or reset()
+    batch = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  insert_batch_locked(batch);
+  std::lock_guard<std::mutex> lk(qmu_);
+  pending_ -= 1;
+  if (pending_ == 0) done_cv_.notify_all();
+  return true;
+}
+
 void NgramCorpusCore::worker() {
   for (;;) {
     {
@@ -85,20 +100,7 @@ void NgramCorpusCore::worker() {
       if (stop_) return;
     }
     std::lock_guard<std::mutex> g(mu_);
-    InsertBatch batch;
-    {
-      std::lock_guard<std::mutex> lk(qmu_);
-      if (stop_) return;
-      if (queue_.empty()) continue;  // drained by synchronize() or reset()
-      batch = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    insert_batch_locked(batch);
-    {
-      std::lock_guard<std::mutex> lk(qmu_);
-      pending_ -= 1;
-      if (pending_ == 0) done_cv_.notify_all();
-    }
+    apply_next_batch_locked();
   }
 }
 
@@ -125,18 +127,7 @@ void NgramCorpusCore::synchronize() {
   {
     // Apply what is queued in the calling thread instead of waiting for a thread hand-off.
     std::lock_guard<std::mutex> g(mu_);
-    for (;;) {
-      InsertBatch batch;
-      {
-        std::lock_guard<std::mutex> lk(qmu_);
-        if (queue_.empty()) break;
-        batch = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      insert_batch_locked(batch);
-      std::lock_guard<std::mutex> lk(qmu_);
-      pending_ -= 1;
-      if (pending_ == 0) done_cv_.notify_all();
+    while (apply_next_batch_locked()) {
     }
   }
   {

@@ -75,6 +75,7 @@ class NgramCorpusCore {
   };
   void worker();
   void insert_batch_locked(const InsertBatch& batch);
+  bool apply_next_batch_locked();  // pop + insert the oldest queued batch; caller holds mu_
   void rethrow_pending_error();
   void compute_anchors(MatchState* st, const int32_t* t, int64_t L, int64_t total_len);
   void match_one(MatchState* st, const int32_t* t, int64_t L, int64_t total_len, int64_t* ids, int64_t* mask);
