@@ -163,7 +163,13 @@ def _dlopen_and_check(spec: KernelSpec, so_path: Path, identity: str) -> tuple[A
 def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[store.Entry, dict]:
     """Build privately, validate, publish atomically. Returns (entry, schema mismatches)."""
     spec = plan.spec
-    bdir = store.new_tmp_dir(l1.key)
+    try:
+        bdir = store.new_tmp_dir(l1.key)
+    except OSError as e:
+        raise KernelCacheError(
+            f"kernel {spec.name!r}: cannot create a build directory in the cache "
+            f"{config.cache_dir()}: {e}. Point KERNELCACHE_DIR at a writable directory, or use "
+            "a prebuilt artifact root (KERNELCACHE_PREBUILT) with KERNELCACHE_NO_BUILD=1") from e
     events.emit("build_start", name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
     t0 = time.monotonic()
     try:

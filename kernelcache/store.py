@@ -204,7 +204,7 @@ def quarantine(entry: Entry, reason: str) -> Path | None:
     """Move a rejected entry aside (never delete: a running process may have it mapped)."""
     if entry.prebuilt:
         return None
-    qdir = entry.path.parents[3] / "quarantine"  # <root>/v1/quarantine
+    qdir = layout_root() / "quarantine"
     qdir.mkdir(parents=True, exist_ok=True)
     dest = qdir / f"{entry.path.name}.{int(time.time())}.{uuid.uuid4().hex[:6]}"
     try:

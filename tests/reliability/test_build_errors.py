@@ -49,3 +49,11 @@ def test_bad_spec_inputs_raise_clear_errors(tmp_path):
         kc.load(kc.KernelSpec(name="x", sources=["nope.cc"], root=tmp_path))
     with pytest.raises(TypeError):
         kc.load("not a spec")
+
+
+def test_unwritable_cache_dir_is_a_clear_error(kc_env, project, monkeypatch):
+    blocker = kc_env.tmp / "a_file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("KERNELCACHE_DIR", str(blocker / "cache"))  # ENOTDIR, even for root
+    with pytest.raises(kc.KernelCacheError, match="cannot create a build directory.*KERNELCACHE_DIR"):
+        kc.load(project_spec(project))
