@@ -16,9 +16,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config, key, toolchain
+from . import config, events, key, toolchain
 from .errors import BuildError
 from .plan import IDENTITY_SYMBOL, BuildPlan
+
+HEARTBEAT_S = 30.0
 
 
 @dataclass
@@ -78,8 +80,17 @@ def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str]) 
         argv += ["-j", str(jobs)]
     if target:
         argv.append(target)
-    proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    out = proc.stdout + proc.stderr
+    # Long CUDA builds take minutes: say so every HEARTBEAT_S instead of going silent.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    while True:
+        try:
+            stdout, _ = proc.communicate(timeout=HEARTBEAT_S)
+            break
+        except subprocess.TimeoutExpired:
+            events.emit("build_progress", name=plan.spec.name, seconds=time.monotonic() - t0)
+    out = stdout or ""
     log.append(out)
     if proc.returncode != 0:
         raise BuildError(plan.spec.name, _failed_command(out) or shlex.join(argv), out, proc.returncode)

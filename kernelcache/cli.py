@@ -47,6 +47,12 @@ def cmd_warm(args) -> int:
     from . import loader
     from .config import cache_dir
 
+    t_import = time.monotonic()
+    try:  # import once up front: per-kernel times then exclude the tvm-ffi (and torch) import
+        import tvm_ffi  # noqa: F401
+    except ImportError:
+        pass
+    t_import = time.monotonic() - t_import
     t0 = time.monotonic()
     specs, skipped = [], []
     for spec in _specs(args.names).values():
@@ -59,7 +65,7 @@ def cmd_warm(args) -> int:
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=1))
     else:
-        print(f"kernelcache: cache dir {cache_dir()}")
+        print(f"kernelcache: cache dir {cache_dir()} (tvm-ffi import {t_import:.1f}s)")
         rows = [[r.name, r.status, f"{r.seconds:.2f}s", (r.reason or "")[:100]] for r in results]
         print(_table(rows, ["kernel", "status", "time", "reason"]))
         print(f"{sum(r.status == 'hit' for r in results)} hit, {sum(r.status == 'built' for r in results)} built, "

@@ -20,7 +20,7 @@ _lock = threading.Lock()
 _counters: Counter = Counter()
 _miss_reasons: Counter = Counter()
 _floats: dict[str, float] = {"build_seconds": 0.0, "wait_seconds": 0.0}
-_PROGRESS = {"build_start", "build_done", "build_failed", "lock_wait", "quarantine", "race_guard"}
+_PROGRESS = {"build_start", "build_progress", "build_done", "build_failed", "lock_wait", "quarantine", "race_guard"}
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -56,6 +56,8 @@ def _human(event: str, f: dict) -> str:
     name = f.get("name", "?")
     if event == "build_start":
         return f"building {name} ({f.get('reason', 'miss')}): {f.get('n_sources', '?')} source(s) ..."
+    if event == "build_progress":
+        return f"still building {name} ({f.get('seconds', 0):.0f}s so far) ..."
     if event == "build_done":
         return f"built {name} in {f.get('seconds', 0):.1f}s"
     if event == "build_failed":

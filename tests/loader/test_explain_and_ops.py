@@ -89,3 +89,21 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.strip()
     assert out == "False"
+
+
+def test_long_builds_report_progress(kc_env, project, monkeypatch, capfd):
+    from kernelcache import build
+
+    monkeypatch.setattr(build, "HEARTBEAT_S", 0.2)
+    monkeypatch.setenv("KC_SLOW_COMPILE", "1")
+    monkeypatch.delenv("KERNELCACHE_LOG")  # default: human progress lines on stderr
+    kc.load(project_spec(project))
+    err = capfd.readouterr().err
+    assert "[kernelcache] building adder" in err
+    assert "[kernelcache] still building adder" in err
+    assert "[kernelcache] built adder in" in err
+
+
+def test_warm_cli_reports_per_kernel_status(kc_env):
+    p = _cli(kc_env, "warm", "--json", "no_such_kernel", check=False)
+    assert p.returncode == 2 and "unknown kernel" in p.stderr
