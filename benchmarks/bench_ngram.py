@@ -195,7 +195,7 @@ def main() -> None:
             del corpus
 
     lines = ["# n-gram corpus benchmark (kernelcache vs SGLang 0.5.23)", "",
-             f"Command: `KERNELCACHE_DIR=/tmp/kc-bench .venv/bin/python benchmarks/bench_ngram.py`", "",
+             "Command: `KERNELCACHE_DIR=/tmp/kc-bench .venv/bin/python benchmarks/bench_ngram.py`", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} CPU(s), Python {platform.python_version()}; "
              f"shape {SHAPE}; prefill: {args.docs} docs x {args.doc_len} tokens, every 4th 18-token window; "
              f"{args.steps} decode steps, median batch_get latency; batch_put = one 18-token window per "

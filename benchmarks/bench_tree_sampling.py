@@ -101,7 +101,6 @@ def time_graph(fn, inner=20, reps=20):
 def must_read_bytes(t, S, V):
     """Bytes the kernel has to read: the final row (target, plus draft unless bonus) per request,
     plus the tree metadata."""
-    import torch
 
     n = t["accept_token_num"]
     bonus = (n == S - 1).sum().item()
@@ -137,13 +136,13 @@ def main():
     for bs, N, S, V, topk, issue_aot in SHAPES:
         t = make_inputs(bs, N, S, V, topk)
         args_t = [t[k] for k in ORDER]
-        ours = time_graph(lambda: ss.tree_speculative_sampling_target_only(*args_t, 1.0, 1.0, True),
+        ours = time_graph(lambda a=args_t: ss.tree_speculative_sampling_target_only(*a, 1.0, 1.0, True),
                           args.inner, args.reps)
-        ours_nd = time_graph(lambda: ss.tree_speculative_sampling_target_only(*args_t, 1.0, 1.0, False),
+        ours_nd = time_graph(lambda a=args_t: ss.tree_speculative_sampling_target_only(*a, 1.0, 1.0, False),
                              args.inner, args.reps)
         t_aot = None
         if aot is not None:
-            t_aot = time_graph(lambda: aot(*args_t, 1.0, 1.0, True), args.inner, args.reps)
+            t_aot = time_graph(lambda a=args_t: aot(*a, 1.0, 1.0, True), args.inner, args.reps)
         row = dict(bs=bs, N=N, S=S, V=V, topk=topk, ours_us=ours, ours_nondet_us=ours_nd,
                    aot_us=t_aot, issue_aot_us=issue_aot,
                    splits=ss.choose_num_splits(bs, V, dev.multi_processor_count))
@@ -167,7 +166,7 @@ def main():
                 ss._TARGET_BLOCKS_PER_SM = per_sm
                 try:
                     sweep[per_sm] = time_graph(
-                        lambda: ss.tree_speculative_sampling_target_only(*args_t, 1.0, 1.0, True),
+                        lambda a=args_t: ss.tree_speculative_sampling_target_only(*a, 1.0, 1.0, True),
                         args.inner, args.reps)
                 finally:
                     ss._TARGET_BLOCKS_PER_SM = old

@@ -28,6 +28,7 @@ __all__ = [
     "explain",
     "stats",
     "cache_dir",
+    "WarmResult",
     "BuildError",
     "CacheMissError",
     "KernelCacheError",

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import toolchain
-from .plan import BUILD, ROOT, BuildPlan
+from .plan import ROOT, BuildPlan
 
 KEY_FORMAT = 1
 TVM_FFI = "${TVM_FFI}"

@@ -682,7 +682,7 @@ class KernelCachePlugin:
         """The loaded module of the first kernel named by the test's closest ``kernel`` marker."""
         names, kwargs = _marker_kernels(request.node)
         if not names:
-            pytest.fail(f"kernelcache: the kc_kernel fixture needs a @pytest.mark.kernel('name') marker",
+            pytest.fail("kernelcache: the kc_kernel fixture needs a @pytest.mark.kernel('name') marker",
                         pytrace=False)
         return self._load(names[0], kwargs)
 

@@ -7,7 +7,6 @@ import sys
 import textwrap
 import time
 
-import pytest
 
 import kernelcache as kc
 from kernelcache import lock
@@ -45,7 +44,6 @@ def test_lock_dir_permission_denied_builds_privately(kc_env, project, monkeypatc
 
 
 def test_waiter_logs_holder_and_deadline_ends_wait(kc_env, project):
-    lf = _lock_file(kc_env, project)
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(kc_env.tmp.parent)!r})
