@@ -122,6 +122,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run these tests, given by file name (test_x.py), path suffix (dir/test_x.py) or "
              "node id (test_x.py::TestX::test_y); each must match exactly one file",
     )
+    group.addoption(
+        "--kc-failed-from", dest="kc_failed_from", default=None, metavar="REPORT",
+        help="rerun the tests that failed or errored in a previous --kc-report-json REPORT "
+             "(e.g. a CI artifact); a usage error if it records none",
+    )
     parser.addini("kernelcache_enable", "activate the kernelcache plugin without -p kernelcache",
                   type="bool", default=False)
     parser.addini("kernelcache_test_roots", "directories --kc-run searches (default: testpaths, else rootdir)",
@@ -960,8 +965,19 @@ MARKERS = (
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """``--kc-run NAME...``: resolve names to test files before collection (controller and workers)."""
+    """``--kc-run NAME...`` / ``--kc-failed-from REPORT``: turn names or a previous report's
+    failures into test arguments before collection (controller and workers alike)."""
     ns = early_config.known_args_namespace
+    failed_from = getattr(ns, "kc_failed_from", None)
+    if failed_from:
+        if not _asked_for(early_config):
+            raise pytest.UsageError("--kc-failed-from needs the kernelcache plugin: add -p kernelcache")
+        try:
+            ids = selection.failed_from_report(Path(failed_from), early_config.rootpath,
+                                               early_config.invocation_params.dir)
+        except selection.SelectionError as e:
+            raise pytest.UsageError(str(e)) from None
+        args[:0] = ids
     specs = getattr(ns, "kc_run", None)
     if not specs:
         return

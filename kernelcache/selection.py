@@ -215,6 +215,38 @@ def resolve(
     return out
 
 
+def failed_from_report(report: Path, rootdir: Path, cwd: Path | None = None) -> list[str]:
+    """Node ids that failed or errored in a ``--kc-report-json`` report, as pytest arguments.
+
+    Lets a runner rerun exactly the failures of another run (a CI artifact) without guessing.
+    """
+    rootdir = Path(os.path.abspath(rootdir))
+    cwd = Path(os.path.abspath(cwd or os.getcwd()))
+    try:
+        data = json.loads(Path(report).read_text())
+    except (OSError, ValueError) as e:
+        raise SelectionError(f"kernelcache: --kc-failed-from: cannot read {report}: {e}") from None
+    tests = data.get("tests") if isinstance(data, dict) else None
+    if not isinstance(tests, list):
+        raise SelectionError(f"kernelcache: --kc-failed-from: {report} is not a kernelcache report (no 'tests')")
+    ids = [t["nodeid"] for t in tests
+           if isinstance(t, dict) and t.get("outcome") in ("failed", "error") and t.get("nodeid")]
+    if not ids:
+        raise SelectionError(f"kernelcache: --kc-failed-from: {report} records no failed tests")
+    out, missing = [], []
+    for nid in dict.fromkeys(ids):
+        path, sep, rest = nid.partition("::")
+        p = rootdir / path
+        if not p.exists():
+            missing.append(nid)
+            continue
+        out.append(os.path.relpath(p, cwd) + sep + rest)
+    if missing:
+        raise SelectionError("kernelcache: --kc-failed-from: these failed tests no longer exist here: "
+                             + ", ".join(missing), [{"spec": m, "error": "missing", "matches": []} for m in missing])
+    return out
+
+
 # -- markers read statically ----------------------------------------------------------------------
 def _is_mark_call(node: ast.AST, marker: str) -> bool:
     """``pytest.mark.<marker>(...)`` or ``mark.<marker>(...)``."""

@@ -212,3 +212,25 @@ def test_read_suite_markers_ignores_comments_and_strings(tmp_path):
 ])
 def test_gpu_requirement_problem(hw, count, arch, expected):
     assert selection.gpu_requirement_problem(selection.parse_hardware(hw), count, arch) == expected
+
+
+def test_failed_from_a_previous_report_reruns_exactly_the_failures(plain):
+    plain.makepyfile(test_mix="""
+        import os
+        def test_ok(): pass
+        def test_broken(): assert os.environ.get("FIXED") == "1"
+        class TestK:
+            def test_also_broken(self): assert os.environ.get("FIXED") == "1"
+    """)
+    report = plain.path / "first.json"
+    r = plain.runpytest_subprocess("-p", "kernelcache", f"--kc-report-json={report}")
+    r.assert_outcomes(passed=1, failed=2)
+    r = plain.runpytest_subprocess("-p", "kernelcache", f"--kc-failed-from={report}", "-v")
+    r.assert_outcomes(failed=2)
+    r.stdout.fnmatch_lines(["*test_mix.py::test_broken FAILED*", "*test_mix.py::TestK::test_also_broken FAILED*"])
+    assert "test_ok" not in r.stdout.str()
+    clean = plain.path / "clean.json"
+    plain.runpytest_subprocess("-p", "kernelcache", "-k", "test_ok", f"--kc-report-json={clean}")
+    r = plain.runpytest_subprocess("-p", "kernelcache", f"--kc-failed-from={clean}")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "records no failed tests" in r.stderr.str()
