@@ -11,8 +11,9 @@
 //             tokens that fall in its vocabulary range, then sums the residual of its range in
 //             chunks of kChunk entries (one warp per chunk) into the workspace.
 //   kernel 2  grid = bs blocks of kPickThreads threads (programmatic dependent launch where
-//             available).  Adds the chunk sums in chunk order, finds the chunk where the CDF
-//             crosses u = coin * total and scans that chunk with FlashInfer's
+//             available).  Warp 0 adds the chunk sums in a fixed order (lane-sequential runs
+//             of kPer chunks, then a shuffle scan), finds the first chunk whose running sum
+//             exceeds u = coin * total and the block scans that chunk with FlashInfer's
 //             DeviceSamplingFromProb; writes the bonus / correction token.
 //
 // The row is read from HBM once (kernel 1); kernel 2 re-reads one chunk.  Splitting a row
@@ -32,10 +33,10 @@ namespace kernelcache {
 namespace tree_sampling {
 
 constexpr int kWalkThreads = 256;   // threads of kernel 1 (8 warps)
+constexpr int kWalkMinBlocks = 4;  // kernel-1 blocks per SM the register budget must allow
 constexpr int kPickThreads = 256;   // threads of kernel 2
 constexpr int kChunk = 1024;        // vocabulary chunk summed by one warp (= kPickThreads * 4)
 constexpr int kMaxSmemNodes = 1024; // trees up to this many nodes are staged in shared memory
-constexpr int kPartialBuf = 1024;   // chunk sums staged per round in kernel 2
 
 // Per-request walk result, kept in the int64 workspace (4 slots per request).
 struct WalkResult {
@@ -120,11 +121,78 @@ __device__ __forceinline__ FVec<VEC> residual_vec(const float* trow, const float
   return t;
 }
 
+// Chunk sums of one final row over chunks [chunk_lo, chunk_hi): one warp per chunk.  Each lane
+// owns kSteps vectors of the chunk (stride 32 * VEC); the lane adds its entries in (step, k)
+// order, then a fixed butterfly combines the lanes, so the sums are repeatable.
+//
+// Memory-level parallelism: the loads of kBatch steps (half a chunk: 16 floats per lane per
+// row) are issued together, unconditionally (an index past V is clamped to an in-bounds
+// address and its value masked afterwards), before any of them is used; a guarded load per
+// step would make every warp wait a full memory latency per step.
+template <int VEC, bool BONUS>
+__device__ __forceinline__ void slice_sums(const Params& P, const float* __restrict__ trow,
+                                           const float* __restrict__ drow, int64_t b,
+                                           int32_t chunk_lo, int32_t chunk_hi) {
+  constexpr int kSteps = kChunk / (32 * VEC);
+  constexpr int kBatch = kSteps >= 2 ? kSteps / 2 : 1;
+  static_assert(kSteps % kBatch == 0, "batch must divide the steps");
+  const int32_t V = P.vocab;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int32_t c = chunk_lo + warp; c < chunk_hi; c += kWalkThreads / 32) {
+    const int64_t cbase = static_cast<int64_t>(c) * kChunk;
+    const bool full = cbase + kChunk <= static_cast<int64_t>(V);  // warp-uniform
+    const int64_t base = cbase + lane * VEC;
+    float sum = 0.0f;
+    int last_valid = -1;
+#pragma unroll
+    for (int h = 0; h < kSteps; h += kBatch) {
+      FVec<VEC> t[kBatch];
+      FVec<VEC> d[kBatch];
+      if (full) {
+        const float* tp = trow + base + h * 32 * VEC;
+        const float* dp = drow + base + h * 32 * VEC;
+#pragma unroll
+        for (int it = 0; it < kBatch; ++it) {
+          t[it] = load_vec<VEC>(tp + it * 32 * VEC);
+          if constexpr (!BONUS) d[it] = load_vec<VEC>(dp + it * 32 * VEC);
+        }
+      } else {
+#pragma unroll
+        for (int it = 0; it < kBatch; ++it) {
+          const int64_t j = base + (h + it) * 32 * VEC;
+          const int64_t js = j < V ? j : static_cast<int64_t>(V) - VEC;  // VEC divides V
+          t[it] = load_vec<VEC>(trow + js);
+          if constexpr (!BONUS) d[it] = load_vec<VEC>(drow + js);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < kBatch; ++it) {
+        const int64_t j = base + (h + it) * 32 * VEC;
+        const bool in = full || j < V;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          float x = t[it].v[k];
+          if constexpr (!BONUS) x = fmaxf(x - d[it].v[k], 0.0f);
+          x = (in && x > 0.0f) ? x : 0.0f;
+          sum += x;
+          if (x > 0.0f) last_valid = static_cast<int>(j + k);
+        }
+      }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      last_valid = max(last_valid, __shfl_xor_sync(0xffffffffu, last_valid, off));
+    }
+    if (lane == 0) P.slices[b * P.num_chunks + c] = SliceSum{sum, last_valid};
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Kernel 1: walk + draft side effect + per-chunk residual sums.
 // ------------------------------------------------------------------------------------------
 template <int VEC, bool STAGED>
-__global__ void __launch_bounds__(kWalkThreads)
+__global__ void __launch_bounds__(kWalkThreads, kWalkMinBlocks)
     walk_and_slice_kernel(Params P) {
   __shared__ WalkResult s_walk;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -266,55 +334,73 @@ __global__ void __launch_bounds__(kWalkThreads)
 #endif
 
   // Residual over this block's chunks of the final row: one warp per chunk, lanes add their
-  // entries sequentially, then a fixed butterfly over the warp (repeatable sums).
-  const bool bonus = (s_walk.n == P.num_spec - 1);
+  // entries sequentially, then a fixed butterfly over the warp (repeatable sums).  BONUS is
+  // block-uniform, so the draft row is not even addressed when it is not needed.
   const int64_t row = s_walk.row;
   const float* trow = target_req + row * V;
   const float* drow = draft_req + row * V;
-  const int warp = tid / 32, lane = tid % 32;
-  constexpr int kSteps = kChunk / (32 * VEC);
-  for (int32_t c = chunk_lo + warp; c < chunk_hi; c += kWalkThreads / 32) {
-    const int64_t base = static_cast<int64_t>(c) * kChunk + lane * VEC;
-    FVec<VEC> r[kSteps];
-#pragma unroll
-    for (int it = 0; it < kSteps; ++it) {
-      const int64_t j = base + it * 32 * VEC;
-      if (j < V) {
-        r[it] = residual_vec<VEC>(trow, drow, bonus, j);
-      } else {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) r[it].v[k] = 0.0f;
-      }
-    }
-    float sum = 0.0f;
-    int last_valid = -1;
-#pragma unroll
-    for (int it = 0; it < kSteps; ++it) {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        sum += r[it].v[k];
-        if (r[it].v[k] > 0.0f) last_valid = static_cast<int>(base + it * 32 * VEC + k);
-      }
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      last_valid = max(last_valid, __shfl_xor_sync(0xffffffffu, last_valid, off));
-    }
-    if (lane == 0) P.slices[b * P.num_chunks + c] = SliceSum{sum, last_valid};
+  if (s_walk.n == P.num_spec - 1) {
+    slice_sums<VEC, true>(P, trow, drow, b, chunk_lo, chunk_hi);
+  } else {
+    slice_sums<VEC, false>(P, trow, drow, b, chunk_lo, chunk_hi);
   }
 }
 
 // ------------------------------------------------------------------------------------------
 // Kernel 2: total, chunk search, in-chunk scan (FlashInfer), fallback, write the final token.
 // ------------------------------------------------------------------------------------------
+// One round of warp 0's prefix over the chunk sums: chunks [base, base + kRound), kPer
+// consecutive chunks per lane.  pre[i] receives the running sum through the lane's i-th chunk:
+//   pre[i] = (carry + excl_lane) + (s[0] + ... + s[i])   (lane-local sums left to right,
+//   excl_lane = fixed shuffle scan of the lane totals),
+// a fixed order, so two evaluations give the same bits.  Chunks past num_chunks count as 0.
+// Returns the running sum through the round's last real chunk (the next round's carry).
+constexpr int kPer = 8;
+constexpr int kRound = 32 * kPer;
+
+__device__ __forceinline__ float prefix_round(const SliceSum* __restrict__ slices, int num_chunks,
+                                              int base, float carry, int lane, float (&pre)[kPer],
+                                              int& last_valid) {
+  SliceSum sl[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {  // all loads first (clamped index, masked below)
+    const int k = base + lane * kPer + i;
+    sl[i] = slices[k < num_chunks ? k : num_chunks - 1];
+  }
+  float loc[kPer];
+  float run = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const bool real = base + lane * kPer + i < num_chunks;
+    run = __fadd_rn(run, real ? sl[i].sum : 0.0f);
+    loc[i] = run;
+    if (real) last_valid = max(last_valid, sl[i].last_valid);
+  }
+  float incl = run;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float y = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl = __fadd_rn(y, incl);
+  }
+  float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+  if (lane == 0) excl = 0.0f;
+  const float lbase = __fadd_rn(carry, excl);
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) pre[i] = __fadd_rn(lbase, loc[i]);
+  // running sum through the last real chunk of this round
+  const int last = min(num_chunks, base + kRound) - 1 - base;
+  const int owner = last / kPer, slot = last % kPer;
+  float mine = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) mine = (i == slot) ? pre[i] : mine;
+  return __shfl_sync(0xffffffffu, mine, owner);
+}
+
 template <int VEC, bool DETERMINISTIC>
 __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
   namespace fs = flashinfer::sampling;
   using TempStorage = fs::SamplingTempStorage<kPickThreads, fs::SCAN_ALGO, fs::REDUCE_ALGO>;
   __shared__ TempStorage temp;
-  __shared__ float s_sum[kPartialBuf];
-  __shared__ int s_last[kPartialBuf];
   __shared__ float s_u, s_running;
   __shared__ int s_start, s_fallback;
 
@@ -328,63 +414,66 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
   const WalkResult w = P.walk[b];
   const SliceSum* slices = P.slices + b * P.num_chunks;
 
-  // Pass A: total in chunk order (thread 0 adds sequentially: a fixed order, so repeatable).
-  // Slice sums are staged in shared memory kPartialBuf at a time.
-  const bool one_round = P.num_chunks <= kPartialBuf;
-  float total = 0.0f;
-  int last_valid_all = -1;
-  for (int base = 0; base < P.num_chunks; base += kPartialBuf) {
-    const int cnt = min(kPartialBuf, P.num_chunks - base);
-    for (int k = tid; k < cnt; k += kPickThreads) {
-      const SliceSum s = slices[base + k];
-      s_sum[k] = s.sum;
-      s_last[k] = s.last_valid;
-    }
-    __syncthreads();
-    if (tid == 0) {
-      for (int k = 0; k < cnt; ++k) {
-        total = __fadd_rn(total, s_sum[k]);
-        last_valid_all = max(last_valid_all, s_last[k]);
-      }
-    }
-    __syncthreads();
-  }
-  // Pass B: the first chunk whose running sum exceeds u (same order as pass A, so the last
-  // running sum equals total and a chunk is always found when total > u).
-  if (tid == 0) {
+  // Warp 0: total and chunk search over the chunk sums in a fixed order (repeatable).
+  //   pass A: total = running sum through the last chunk (rounds of kRound chunks);
+  //   pass B: the first chunk whose running sum (same evaluation as pass A) exceeds u; the
+  //           last chunk's running sum is the total, so one is found whenever total > u.
+  if (tid < 32) {
+    const int lane = tid;
+    const int nc = P.num_chunks;
+    float pre[kPer];
+    float total = 0.0f;
+    int lv = -1;
+    for (int base = 0; base < nc; base += kRound) total = prefix_round(slices, nc, base, total, lane, pre, lv);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) lv = max(lv, __shfl_xor_sync(0xffffffffu, lv, off));
     const float u = __fmul_rn(P.uniform_final[b], total);
-    s_u = u;
-    s_running = 0.0f;
-    s_start = (total > u) ? -2 : -1;  // -2: still searching
-    int fb = last_valid_all;
-    if (fb < 0) fb = static_cast<int>(w.last_rej);
-    if (fb < 0) fb = V - 1;
-    s_fallback = fb;
-    temp.sampled_id = V;
-  }
-  __syncthreads();
-  for (int base = 0; s_start == -2 && base < P.num_chunks; base += kPartialBuf) {
-    const int cnt = min(kPartialBuf, P.num_chunks - base);
-    if (!one_round) {
-      for (int k = tid; k < cnt; k += kPickThreads) s_sum[k] = slices[base + k].sum;
-      __syncthreads();
-    }
-    if (tid == 0) {
-      const float u = s_u;
-      float running = s_running;
-      for (int k = 0; k < cnt; ++k) {
-        const float nxt = __fadd_rn(running, s_sum[k]);
-        if (nxt > u) {
-          s_start = base + k;
+    int start = -1;
+    float before = 0.0f;
+    if (total > u) {
+      float carry = 0.0f;
+      for (int base = 0; base < nc; base += kRound) {
+        if (nc > kRound) {  // one round: pre[] still holds it
+          int dummy = -1;
+          const float next = prefix_round(slices, nc, base, carry, lane, pre, dummy);
+          (void)next;
+        }
+        // running sum before each of this lane's chunks: the previous lane's last, or carry
+        float prev = __shfl_up_sync(0xffffffffu, pre[kPer - 1], 1);
+        if (lane == 0) prev = carry;
+        int k_hit = kPer;
+        float b_hit = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const bool real = base + lane * kPer + i < nc;
+          if (k_hit == kPer && real && pre[i] > u) {
+            k_hit = i;
+            b_hit = prev;
+          }
+          prev = pre[i];
+        }
+        const unsigned hit = __ballot_sync(0xffffffffu, k_hit < kPer);
+        if (hit != 0u) {
+          const int src = __ffs(hit) - 1;
+          start = base + src * kPer + __shfl_sync(0xffffffffu, k_hit, src);
+          before = __shfl_sync(0xffffffffu, b_hit, src);
           break;
         }
-        running = nxt;
+        // next round's carry: the running sum through this round's last chunk (all real)
+        carry = __shfl_sync(0xffffffffu, pre[kPer - 1], 31);
       }
-      s_running = running;
     }
-    __syncthreads();
+    if (lane == 0) {
+      s_u = u;
+      s_running = before;
+      s_start = start;  // -1: total <= u, or rounding: nothing crossed
+      int fb = lv;
+      if (fb < 0) fb = static_cast<int>(w.last_rej);
+      if (fb < 0) fb = V - 1;
+      s_fallback = fb;
+      temp.sampled_id = V;
+    }
   }
-  if (tid == 0 && s_start == -2) s_start = -1;  // rounding: nothing crossed
   __syncthreads();
 
   int sampled = V;
