@@ -299,9 +299,7 @@ def make_inputs(
     uniform_final = rng.random(bs, dtype=np.float32)
     retrive_index = (np.arange(bs, dtype=np.int64)[:, None] * N + np.arange(N, dtype=np.int64)[None, :])
     return dict(
-        predicts=np.full(bs * N, -1, dtype=np.int32),
-        accept_index=np.full((bs, S), -1, dtype=np.int32),
-        accept_token_num=np.zeros(bs, dtype=np.int32),
+        **_fresh_outputs(bs, N, S),
         candidates=candidates,
         retrive_index=retrive_index,
         retrive_next_token=nxt,
@@ -310,6 +308,15 @@ def make_inputs(
         uniform_samples_for_final_sampling=uniform_final,
         target_probs=target_probs,
         draft_probs=np.zeros((bs, N, V), dtype=np.float32),
+    )
+
+
+def _fresh_outputs(bs: int, N: int, S: int) -> dict:
+    """The three output tensors as the serving loop allocates them (-1 / 0 filled)."""
+    return dict(
+        predicts=np.full(bs * N, -1, dtype=np.int32),
+        accept_index=np.full((bs, S), -1, dtype=np.int32),
+        accept_token_num=np.zeros(bs, dtype=np.int32),
     )
 
 
@@ -353,9 +360,7 @@ def known_answer_a():
             target[b, i, hot[b, i]] = 1.0
     rng = np.random.default_rng(7)
     inputs = dict(
-        predicts=np.full(bs * N, -1, dtype=np.int32),
-        accept_index=np.full((bs, S), -1, dtype=np.int32),
-        accept_token_num=np.zeros(bs, dtype=np.int32),
+        **_fresh_outputs(bs, N, S),
         candidates=candidates,
         retrive_index=retrive_index,
         retrive_next_token=nxt,
