@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from . import toolchain
 from .plan import ROOT, BuildPlan
 
-KEY_FORMAT = 1
+KEY_FORMAT = 2
 TVM_FFI = "${TVM_FFI}"
 
 
@@ -214,10 +214,10 @@ def record_deps(plan: BuildPlan, dep_paths: list[str], exclude_dir: str) -> tupl
             continue
         try:
             st = os.stat(p)
-            digest = toolchain.sha256_file(p)
+            digest = toolchain.content_hash(p)
         except OSError:
             continue
-        seen[p] = {"path": anchor_path(p, anchors), "sha256": digest, "stat": _stat_tuple(st)}
+        seen[p] = {"path": anchor_path(p, anchors), "xxh3": digest, "stat": _stat_tuple(st)}
         for k, d in enumerate(inc_dirs):
             if p.startswith(d + os.sep):
                 rel = p[len(d) + 1:]
@@ -231,7 +231,7 @@ def record_deps(plan: BuildPlan, dep_paths: list[str], exclude_dir: str) -> tupl
 
 
 def entry_id(key1: str, deps: list[dict], absent: list[str]) -> str:
-    return canonical_hash([key1, [[d["path"], d["sha256"]] for d in deps], absent])[:32]
+    return canonical_hash([key1, [[d["path"], d["xxh3"]] for d in deps], absent])[:32]
 
 
 @dataclass
@@ -258,10 +258,10 @@ def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str
         if cur == d["stat"] or cur == stat_cache.get(d["path"]):
             continue
         try:
-            digest = toolchain.sha256_file(p)
+            digest = toolchain.content_hash(p)
         except OSError as e:
             return DepCheck(False, f"header {d['path']} unreadable: {e}")
-        if digest != d["sha256"]:
+        if digest != d.get("xxh3"):
             return DepCheck(False, f"header {d['path']} changed (content hash differs)")
         refreshed[d["path"]] = cur
     for a in absent:

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from . import build, config, events, key, prebuilt, schema, store
+from .lock import single_flight
 from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
 from .plan import BuildPlan, make_plan
 from .spec import KernelSpec
 
-MANIFEST_FORMAT = 2
+MANIFEST_FORMAT = 3
 
 _modules: dict[str, Any] = {}  # entry_id -> loaded tvm_ffi.Module (same object on repeat calls)
 _verified_sha: set[str] = set()  # .so paths whose sha256 was checked in this process
@@ -274,8 +275,6 @@ def _load_impl(spec: KernelSpec) -> tuple[Any, WarmResult]:
             events.emit("miss", name=spec.name, reason=reason, reason_code=look.reason_code)
             if config.no_build():
                 raise CacheMissError(spec.name, reason, pre_refused + look.refused)
-            from .lock import single_flight
-
             with single_flight(l1.key, spec.name, config.cache_dir()):
                 # Double-checked: another process may have published while we waited.
                 again = _lookup(plan, l1) if not forced else _Lookup(None, reason, "rebuild")

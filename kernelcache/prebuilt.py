@@ -143,7 +143,7 @@ def _relocatable(manifest: dict, cuda_major: str | None) -> dict:
     ext = [d for d in deps if not d["path"].startswith(ROOT)]
     m["deps"] = [d for d in deps if d["path"].startswith(ROOT)]
     m["absent"] = [a for a in m.get("absent", []) if a.startswith(ROOT)]
-    m["external_deps"] = {"count": len(ext), "digest": key.canonical_hash(sorted(d["sha256"] for d in ext))}
+    m["external_deps"] = {"count": len(ext), "digest": key.canonical_hash(sorted(d["xxh3"] for d in ext))}
     inputs = m.get("inputs", {})
     inputs["tools"] = {k: {"version": (v.get("version") or "").splitlines()[-1:]}
                        for k, v in inputs.get("tools", {}).items()}

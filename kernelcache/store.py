@@ -178,8 +178,8 @@ def _fsync_dir(path: Path) -> None:
 
 def publish(tmp: Path, name: str, key1: str, eid: str, root: Path | None = None) -> tuple[Path, bool]:
     """Rename a finished build dir into place. Returns (entry path, won the race)."""
-    for p in tmp.iterdir():
-        if p.is_file():
+    for p in tmp.iterdir():  # what an entry needs to be whole after a crash: binary + manifest
+        if p.is_file() and (p.suffix == ".so" or p.name == MANIFEST):
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
     _fsync_dir(tmp)

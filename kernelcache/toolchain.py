@@ -47,6 +47,18 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def content_hash(path: str | os.PathLike) -> str:
+    """Fast content hash of a dependency (xxh3-128): headers are re-hashed on every touch, and
+    integrity (not adversaries) is what a dependency check guards against."""
+    import xxhash
+
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _stat_key(path: str) -> tuple:
     st = os.stat(path)
     return (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
