@@ -209,7 +209,7 @@ def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[st
     }
     import json
 
-    (bdir / store.MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    (bdir / store.MANIFEST).write_text(json.dumps(manifest, sort_keys=True, separators=(",", ":")))
     events.emit("build_done", name=spec.name, seconds=out.seconds, entry=out.entry_id)
     if not out.publishable:
         events.emit("race_guard", name=spec.name, reason=out.not_publishable_reason)
