@@ -161,8 +161,8 @@ def _dlopen_and_check(spec: KernelSpec, so_path: Path, identity: str) -> tuple[A
 
 
 # -- build ----------------------------------------------------------------------------------------
-def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[store.Entry, dict]:
-    """Build privately, validate, publish atomically. Returns (entry, schema mismatches)."""
+def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> store.Entry:
+    """Build privately, check schemas (SchemaMismatch: nothing kept), publish atomically."""
     spec = plan.spec
     try:
         bdir = store.new_tmp_dir(l1.key)
@@ -213,12 +213,12 @@ def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[st
     events.emit("build_done", name=spec.name, seconds=out.seconds, entry=out.entry_id)
     if not out.publishable:
         events.emit("race_guard", name=spec.name, reason=out.not_publishable_reason)
-        return store.Entry(path=bdir, manifest=manifest), {}
+        return store.Entry(path=bdir, manifest=manifest)
     dest, won = store.publish(bdir, spec.name, l1.key, out.entry_id)
     if not won:
         events.emit("publish_race_lost", name=spec.name, entry=out.entry_id)
     entry = store.read_entry(dest) or store.Entry(path=dest, manifest=manifest)
-    return entry, {}
+    return entry
 
 
 # -- public API ---------------------------------------------------------------------------------
@@ -287,7 +287,7 @@ def _load_impl(spec: KernelSpec) -> tuple[Any, WarmResult]:
                                                again.entry.entry_id, str(again.entry.path))
                     events.emit("quarantine", name=spec.name, reason=problem, entry=again.entry.entry_id)
                     store.quarantine(again.entry, problem or "rejected")
-                entry, _ = _build_and_publish(plan, l1, reason)
+                entry = _build_and_publish(plan, l1, reason)
             forced = False
             mod, problem, mism = _load_entry(spec, entry)
             if mod is not None:
