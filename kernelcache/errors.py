@@ -10,8 +10,13 @@ class KernelCacheError(Exception):
     """Base class of every error raised by kernelcache."""
 
 
-class BuildError(KernelCacheError):
-    """The compiler or linker failed; nothing was cached."""
+class BuildError(KernelCacheError, RuntimeError):
+    """The compiler or linker failed; nothing was cached.
+
+    Also a ``RuntimeError``: that is what ``tvm_ffi.cpp`` raises on a failed build, so code
+    written against it (``except RuntimeError``) keeps catching failures when it builds through
+    kernelcache's drop-in (``kernelcache.tvm_ffi``).
+    """
 
     def __init__(self, spec_name: str, command: str, output: str, returncode: int | None = None):
         self.spec_name = spec_name
