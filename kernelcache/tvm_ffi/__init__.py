@@ -1,0 +1,36 @@
+"""Drop-in for ``tvm_ffi.cpp``'s JIT functions, built and cached by kernelcache.
+
+Change one import::
+
+    from kernelcache import tvm_ffi as jit   # instead of: import tvm_ffi.cpp as jit
+    mod = jit.load_inline("my_ops", cpp_sources=src, functions=["add_one"])
+
+or none at all: ``kernelcache.tvm_ffi.install()`` (``KERNELCACHE_PATCH_TVM_FFI=1``, the pytest
+option ``--kc-patch-tvm-ffi``, or ``python -m kernelcache.tvm_ffi script.py``) routes
+``tvm_ffi.cpp.load_inline/load/build_inline/build`` through kernelcache for the process.
+
+Same signatures, defaults and return types as ``tvm_ffi.cpp`` (plus an optional ``settings``);
+headers are keyed by content from the compiler's dependency records, builds are single-flight
+and published atomically, binaries are validated before load, and the exported schemas of the
+first good build are enforced on every later load. Semantics that differ on purpose
+(``build_directory``, ``output``, ``keep_module_alive``) are in docs/tvm_ffi_dropin.md.
+
+Importing this module patches nothing and does not import tvm_ffi.
+"""
+from __future__ import annotations
+
+from ._api import build, build_inline, file_spec, inline_spec, load, load_inline
+from ._patch import install, install_if_requested, is_installed, uninstall
+
+__all__ = [
+    "build",
+    "build_inline",
+    "load",
+    "load_inline",
+    "install",
+    "uninstall",
+    "install_if_requested",
+    "is_installed",
+    "inline_spec",
+    "file_spec",
+]

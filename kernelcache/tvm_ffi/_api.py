@@ -1,0 +1,359 @@
+"""``load_inline`` / ``load`` / ``build_inline`` / ``build`` with tvm_ffi.cpp's signatures, built
+and cached by kernelcache (public loader API only: ``KernelSpec``, ``load``, ``warm``).
+
+Where the two designs disagree, this module chooses the cache's guarantees and keeps the
+caller's contract (see docs/tvm_ffi_dropin.md):
+
+* ``build_directory`` is not where kernelcache builds (builds are private, entries immutable).
+  ``build``/``build_inline`` put a copy of the validated ``.so`` there (atomic rename) and
+  return that path; ``load``/``load_inline`` load the validated cache entry and ignore it.
+* ``output`` names that copy. An object-file ``output`` (``.o``/``.obj``) cannot be validated
+  or cached by kernelcache, so it is compiled fresh by tvm-ffi's own builder in a private
+  directory on every call (never stale, never cached).
+* HIP (and Windows) builds are handed to the original tvm-ffi functions unchanged.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import secrets
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import BuildError
+from ..spec import KernelSpec
+from . import _args, _sources
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tvm_ffi import Module
+
+    from ..settings import Settings
+
+_ORIGINALS: dict[str, Callable[..., Any]] = {}  # filled by _patch.install before patching
+
+
+# -- the core, through its public API -----------------------------------------------------------
+def _settings(settings: "Settings | None") -> "Settings":
+    if settings is not None:
+        return settings
+    from ..settings import Settings
+
+    return Settings.from_env()
+
+
+def _accepts_settings(fn: Callable[..., Any]) -> bool:
+    try:
+        return "settings" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _core_load(spec: KernelSpec, settings: "Settings") -> "Module":
+    import kernelcache
+
+    if _accepts_settings(kernelcache.load):
+        return kernelcache.load(spec, settings=settings)
+    return kernelcache.load(spec)  # pragma: no cover - pre-Settings loader
+
+
+def _core_build(spec: KernelSpec, settings: "Settings") -> Path:
+    """Build/validate through ``warm`` and return the cached ``.so``; failures re-raised."""
+    import kernelcache
+
+    res = (kernelcache.warm([spec], settings=settings) if _accepts_settings(kernelcache.warm)
+           else kernelcache.warm([spec]))[0]
+    if res.status == "failed":
+        err = getattr(res, "error", None)
+        if isinstance(err, BaseException):
+            raise err
+        raise BuildError(spec.name, "<warm>", getattr(res, "reason", "") or "build failed")
+    so = getattr(res, "so_path", None)
+    return Path(so) if so else Path(res.entry_path) / f"{spec.name}.so"
+
+
+def _original(name: str) -> Callable[..., Any]:
+    """tvm-ffi's own function (the saved one while patched: never our replacement)."""
+    if name in _ORIGINALS:
+        return _ORIGINALS[name]
+    import tvm_ffi.cpp.extension as ext
+
+    return getattr(ext, name)
+
+
+def _needs_original(has_cuda: bool, backend: str | None) -> bool:
+    """HIP and Windows builds are outside kernelcache's toolchain: tvm-ffi builds them."""
+    if sys.platform == "win32":
+        return True
+    return has_cuda and _args.gpu_backend(backend, os.environ) == "hip"
+
+
+def _load_module(path: str, keep_module_alive: bool) -> "Module":
+    import tvm_ffi
+
+    return tvm_ffi.load_module(path, keep_module_alive=keep_module_alive)
+
+
+# -- specs ----------------------------------------------------------------------------------------
+def _flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths) -> dict[str, Any]:
+    return dict(
+        cflags=_args.flag_list(extra_cflags),
+        cuda_cflags=_args.flag_list(extra_cuda_cflags),
+        ldflags=_args.flag_list(extra_ldflags),
+        include_dirs=[str(p) for p in _args.resolve_paths(extra_include_paths)],
+    )
+
+
+def inline_spec(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
+                extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, embed_cubin=None,
+                settings: "Settings | None" = None) -> KernelSpec:
+    """The KernelSpec ``load_inline`` builds: generated files under the cache, learned schemas."""
+    cpp = _args.as_list(cpp_sources)
+    cuda = _args.as_list(cuda_sources)
+    exports = _args.function_map(functions)
+    if not cpp and not cuda:
+        raise AssertionError("sources must be provided.")  # what tvm_ffi.cpp raises here
+    kname = _args.spec_name(name)
+    files: dict[str, bytes] = {}
+    # The functions are exported from the C++ file when there is one, else from the CUDA file.
+    if cpp:
+        files[_sources.CPP_FILE] = _sources.wrapped_source("\n".join(cpp), exports).encode()
+    if cuda:
+        files[_sources.CUDA_FILE] = _sources.wrapped_source("\n".join(cuda), {} if cpp else exports).encode()
+    for cname, image in _args.check_cubin_names(embed_cubin, name).items():
+        files[_sources.cubin_file_name(cname)] = _sources.cubin_source(cname, image).encode()
+    root = _sources.materialize(_settings(settings).cache_dir, kname, files)
+    return KernelSpec(
+        name=kname, sources=sorted(files), root=root,
+        functions={fn: None for fn in exports},  # learned: recorded by the first good build
+        backend="cuda" if cuda else "cpu",
+        **_flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths),
+    )
+
+
+def _object_inputs(objects: list[Path], settings: "Settings") -> list[str]:
+    """Pre-compiled objects as linker inputs whose *path* names their bytes.
+
+    The key holds command lines, not the bytes of a linker input; a copy in a directory named
+    by the object's content makes a changed object a changed command line (a miss, never stale).
+    """
+    out = []
+    for obj in objects:
+        where = _sources.materialize(settings.cache_dir, "_objects", {obj.name: obj.read_bytes()})
+        out.append(str(where / obj.name))
+    return out
+
+
+def file_spec(name: str, *, sources=None, cpp_files=None, cuda_files=None, extra_cflags=None,
+              extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+              settings: "Settings | None" = None) -> KernelSpec:
+    """The KernelSpec ``load``/``build`` build: the files where they are, rooted at their common dir."""
+    paths = _args.resolve_paths(_args.as_list(sources) + _args.as_list(cpp_files) + _args.as_list(cuda_files))
+    if not paths:
+        raise AssertionError("sources must be provided.")  # what tvm_ffi.cpp raises here
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise BuildError(name, "<sources>", "source file(s) not found: " + ", ".join(missing))
+    objects = [p for p in paths if p.suffix.lower() in _args.OBJECT_SUFFIXES]
+    compiled = [p for p in paths if p not in objects]
+    odd = [str(p) for p in compiled if not p.name.endswith(_args.COMPILED_SUFFIXES)]
+    if odd or not compiled:
+        raise BuildError(name, "<sources>", "kernelcache compiles .cc/.cpp/.cxx/.c/.cu sources (and links "
+                         f".o/.obj objects next to at least one of them); got: {', '.join(odd) or 'objects only'}")
+    root = Path(os.path.commonpath([str(p.parent) for p in compiled]))
+    flags = _flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths)
+    if objects:
+        flags["ldflags"] = [*flags["ldflags"], *_object_inputs(objects, _settings(settings))]
+    return KernelSpec(
+        name=_args.spec_name(name), sources=[str(p.relative_to(root)) for p in compiled], root=root,
+        functions={}, backend="cuda" if any(p.suffix.lower() == ".cu" for p in compiled) else "cpu",
+        **flags,
+    )
+
+
+# -- outputs --------------------------------------------------------------------------------------
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def _place_copy(so: Path, dest_dir: Path, filename: str) -> str:
+    """``dest_dir/filename`` holding the bytes of ``so``, replaced atomically when they differ."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / filename
+    if not _same_bytes(so, dest):
+        tmp = dest_dir / f".{filename}.kc-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            shutil.copyfile(so, tmp)
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return str(dest.resolve())
+
+
+def _deliver(so: Path, spec_module: str, build_directory: str | None, output: str | None,
+             settings: "Settings") -> str:
+    if build_directory is None and output is None:
+        return str(so)  # the immutable cache entry's .so: a changed kernel gets a new path
+    filename = Path(output).name if output else f"{spec_module}.so"
+    if build_directory is not None:
+        return _place_copy(so, Path(build_directory).expanduser().resolve(), filename)
+    return _place_copy(so, settings.cache_dir / "v1" / "dropin" / so.parent.name, filename)
+
+
+def _build_object(fn_name: str, name: str, build_directory: str | None, output: str,
+                  settings: "Settings", **kwargs: Any) -> str:
+    """Object output: tvm-ffi's builder in a fresh private directory, then an atomic move."""
+    scratch = settings.cache_dir / "v1" / "dropin" / "objects" / f"{_args.spec_name(name)}.{os.getpid()}.{secrets.token_hex(4)}"
+    scratch.mkdir(parents=True)
+    built = Path(_original(fn_name)(name, build_directory=str(scratch), output=output, **kwargs))
+    if build_directory is None:
+        return str(built)
+    dest = Path(build_directory).expanduser().resolve() / built.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.kc-{os.getpid()}-{secrets.token_hex(4)}")
+    shutil.copyfile(built, tmp)
+    os.replace(tmp, dest)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return str(dest)
+
+
+# -- the four functions ---------------------------------------------------------------------------
+def build_inline(
+    name: str,
+    *,
+    cpp_sources: Sequence[str] | str | None = None,
+    cuda_sources: Sequence[str] | str | None = None,
+    functions: Mapping[str, str] | Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    embed_cubin: Mapping[str, bytes] | None = None,
+    backend: str | None = None,
+    output: str | None = None,
+    settings: "Settings | None" = None,
+) -> str:
+    """Build a module from inline C++/CUDA code and return the path of its shared library.
+
+    Same arguments and result as ``tvm_ffi.cpp.build_inline``. The library is built, validated
+    and cached by kernelcache; without ``build_directory``/``output`` the returned path is the
+    immutable cache entry's ``.so``, otherwise a copy placed there (docs/tvm_ffi_dropin.md).
+    """
+    s = _settings(settings)
+    common = dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
+                  extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                  extra_include_paths=extra_include_paths, embed_cubin=embed_cubin)
+    if _needs_original(bool(_args.as_list(cuda_sources)), backend):
+        return _original("build_inline")(name, build_directory=build_directory, backend=backend, output=output,
+                                         **common)
+    if _args.is_object_output(output):
+        return _build_object("build_inline", name, build_directory, output, s, backend=backend, **common)
+    spec = inline_spec(name, settings=s, **common)
+    return _deliver(_core_build(spec, s), name, build_directory, output, s)
+
+
+def load_inline(
+    name: str,
+    *,
+    cpp_sources: Sequence[str] | str | None = None,
+    cuda_sources: Sequence[str] | str | None = None,
+    functions: Mapping[str, str] | Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    embed_cubin: Mapping[str, bytes] | None = None,
+    keep_module_alive: bool = True,
+    backend: str | None = None,
+    settings: "Settings | None" = None,
+) -> "Module":
+    """Build (or find in the cache), validate and load a module from inline C++/CUDA code.
+
+    Same arguments and result as ``tvm_ffi.cpp.load_inline``: ``functions`` (a mapping of
+    name -> docstring, a sequence of names or one name) are exported by generated wrapper code,
+    from the C++ sources when there are any, else from the CUDA sources. Headers are tracked by
+    content; the exported schemas of the first good build are recorded and enforced on every
+    later load. ``build_directory`` is accepted and not used (the module is the cache entry);
+    modules stay alive for the process whatever ``keep_module_alive`` says (kernelcache hands
+    out one module object per entry).
+    """
+    s = _settings(settings)
+    common = dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
+                  extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                  extra_include_paths=extra_include_paths, embed_cubin=embed_cubin)
+    if _needs_original(bool(_args.as_list(cuda_sources)), backend):
+        path = _original("build_inline")(name, build_directory=build_directory, backend=backend, **common)
+        return _load_module(path, keep_module_alive)
+    return _core_load(inline_spec(name, settings=s, **common), s)
+
+
+def build(
+    name: str,
+    *,
+    sources: Sequence[str] | str | None = None,
+    cpp_files: Sequence[str] | str | None = None,
+    cuda_files: Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    backend: str | None = None,
+    output: str | None = None,
+    settings: "Settings | None" = None,
+) -> str:
+    """Build a module from source files and return the path of its shared library.
+
+    Same arguments and result as ``tvm_ffi.cpp.build``; the sources export their functions
+    themselves (``TVM_FFI_DLL_EXPORT_TYPED_FUNC``). ``.o``/``.obj`` inputs are linked in and
+    keyed by their bytes. ``build_directory``/``output`` as in :func:`build_inline`.
+    """
+    s = _settings(settings)
+    common = dict(sources=sources, cpp_files=cpp_files, cuda_files=cuda_files, extra_cflags=extra_cflags,
+                  extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                  extra_include_paths=extra_include_paths)
+    merged = _args.as_list(sources) + _args.as_list(cpp_files) + _args.as_list(cuda_files)
+    if _needs_original(any(p.lower().endswith(".cu") for p in merged), backend):
+        return _original("build")(name, build_directory=build_directory, backend=backend, output=output, **common)
+    if _args.is_object_output(output):
+        return _build_object("build", name, build_directory, output, s, backend=backend, **common)
+    spec = file_spec(name, settings=s, **common)
+    return _deliver(_core_build(spec, s), name, build_directory, output, s)
+
+
+def load(
+    name: str,
+    *,
+    sources: Sequence[str] | str | None = None,
+    cpp_files: Sequence[str] | str | None = None,
+    cuda_files: Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    keep_module_alive: bool = True,
+    backend: str | None = None,
+    settings: "Settings | None" = None,
+) -> "Module":
+    """Build (or find in the cache), validate and load a module from source files.
+
+    Same arguments and result as ``tvm_ffi.cpp.load``; ``build_directory`` and
+    ``keep_module_alive`` as in :func:`load_inline`.
+    """
+    s = _settings(settings)
+    common = dict(sources=sources, cpp_files=cpp_files, cuda_files=cuda_files, extra_cflags=extra_cflags,
+                  extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                  extra_include_paths=extra_include_paths)
+    merged = _args.as_list(sources) + _args.as_list(cpp_files) + _args.as_list(cuda_files)
+    if _needs_original(any(p.lower().endswith(".cu") for p in merged), backend):
+        path = _original("build")(name, build_directory=build_directory, backend=backend, **common)
+        return _load_module(path, keep_module_alive)
+    return _core_load(file_spec(name, settings=s, **common), s)
