@@ -80,14 +80,11 @@ def broken_specs():
                                        functions={"f": "Callable[[int], int]"})}
 """
 
-KC_ENV_VARS = (
-    "KERNELCACHE_DIR", "KERNELCACHE_LOCK_DIR", "KERNELCACHE_NO_BUILD", "KERNELCACHE_REBUILD",
-    "KERNELCACHE_CUDA_ARCH", "KERNELCACHE_LOG", "KERNELCACHE_PREBUILD", "KERNELCACHE_BUILD_ONLY",
-    "KERNELCACHE_REPORT_JSON", "KERNELCACHE_REQUIRE_GPU", "KERNELCACHE_KERNELS", "KERNELCACHE_SPECS",
-    "KERNELCACHE_JOBS", "KERNELCACHE_HARDWARE", "KERNELCACHE_PLUGIN", "KERNELCACHE_RUNNER",
-    "KERNELCACHE_PREBUILT", "KERNELCACHE_GPU_PROBE_TIMEOUT", "TVM_FFI_CUDA_ARCH_LIST",
-    "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_XDIST_WORKER",
-    "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "CUDA_VISIBLE_DEVICES", "CXX",
+# Besides every KERNELCACHE_* variable (an outer `pytest -p kernelcache` exports its settings):
+OTHER_ENV_VARS = (
+    "TVM_FFI_CUDA_ARCH_LIST", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+    "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "CUDA_VISIBLE_DEVICES",
+    "CXX", "GITHUB_STEP_SUMMARY",
 )
 
 
@@ -119,7 +116,7 @@ class KcProject:
 
 
 def _isolate_env(monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
-    for k in KC_ENV_VARS:
+    for k in [k for k in os.environ if k.startswith("KERNELCACHE_")] + list(OTHER_ENV_VARS):
         monkeypatch.delenv(k, raising=False)
     # No GPU on PATH unless a test puts a stand-in nvidia-smi there: the suite must behave the
     # same on this CPU machine and on a GPU runner.

@@ -89,7 +89,7 @@ def test_asked_for_with_autoload_on(plain, monkeypatch):
     r = plain.runpytest_subprocess("-p", "kernelcache", "-rs", "--strict-markers")
     r.assert_outcomes(skipped=1, passed=1)
     r.stdout.fnmatch_lines([
-        "kernelcache *: cache */elsewhere, arch unset*, prebuild=auto, no_build=True",
+        "kernelcache *: cache */elsewhere, arch unset*, warm=auto, no_build=True",
         "kernelcache: GPUs: none (nvidia-smi not found); tvm-ffi *",
         "*= kernelcache =*",
         "SKIPPED * gpu: needs 8 GPUs with arch >= 9.0: no GPU found (nvidia-smi not found)",

@@ -151,7 +151,7 @@ def test_prebuild_controller_rejects_undeclared_kernels(kcp_shared):
     r = kcp_shared.run("-p", "kernelcache", "--kc-prebuild=controller")
     assert r.ret == 1
     r.assert_outcomes(errors=1)
-    assert ("kernel 'kc_add_a' was not prebuilt (prebuild=controller): declare it in kernelcache_kernels"
+    assert ("kernel 'kc_add_a' was not prebuilt (warm=controller): declare it in kernelcache_kernels"
             in r.stdout.str())
     # declared: warmed by the controller, the test runs
     r = kcp_shared.run("-p", "kernelcache", "--kc-prebuild=controller", "--kc-kernels=kc_add_a")

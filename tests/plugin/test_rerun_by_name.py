@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelcache import selection
+from kernelcache import gpu
+from kernelcache.pytest_plugin import names
 
 REPO = Path(__file__).resolve().parents[2]
 RERUN = REPO / "ci" / "rerun-test"
@@ -176,7 +177,7 @@ def test_rerun_test_exec_runs_this_machines_group(tree, smi):
     assert p.returncode == 1
 
 
-# -- selection unit behaviour (pure functions, no pytest run) --------------------------------------
+# -- name resolution / marker reading / gpu requirements: pure functions, no pytest run (pure functions, no pytest run) --------------------------------------
 @pytest.mark.parametrize("spec, expected", [
     ("test_x.py", ("test_x.py", "")),
     ("test_x.py::TestX::test_y", ("test_x.py", "TestX::test_y")),
@@ -185,7 +186,7 @@ def test_rerun_test_exec_runs_this_machines_group(tree, smi):
     ("test_x.py::test_p[1.5-a]", ("test_x.py", "test_p[1.5-a]")),
 ])
 def test_split_spec(spec, expected):
-    assert selection.split_spec(spec) == expected
+    assert names.split_spec(spec) == expected
 
 
 def test_read_suite_markers_ignores_comments_and_strings(tmp_path):
@@ -199,7 +200,7 @@ def test_read_suite_markers_ignores_comments_and_strings(tmp_path):
         "class TestA:\n"
         "    @pytest.mark.suite('s3', 'r3')\n"
         "    def test_b(self): pass\n")
-    assert selection.read_suite_markers(f) == {"": ("s1", "r1"), "TestA": ("s2", None), "TestA::test_b": ("s3", "r3")}
+    assert names.read_suite_markers(f) == {"": ("s1", "r1"), "TestA": ("s2", None), "TestA::test_b": ("s3", "r3")}
 
 
 @pytest.mark.parametrize("hw, count, arch, expected", [
@@ -211,7 +212,7 @@ def test_read_suite_markers_ignores_comments_and_strings(tmp_path):
     ("2x10.0", 2, 9.0, None),
 ])
 def test_gpu_requirement_problem(hw, count, arch, expected):
-    assert selection.gpu_requirement_problem(selection.parse_hardware(hw), count, arch) == expected
+    assert gpu.requirement_problem(gpu.parse_hardware(hw), count, arch) == expected
 
 
 def test_failed_from_a_previous_report_reruns_exactly_the_failures(plain):

@@ -1,8 +1,11 @@
-"""Rerun by name: resolve file names and test ids to test files, suites and runner labels.
+"""Test names -> test files, before collection; kernel/suite markers read statically.
 
-Used by the pytest plugin (``--kc-run``) and by ``ci/rerun-test``. This module imports no
-pytest and no test module: suite markers are read with :mod:`ast`, so resolving a name never
-runs test code and works on a machine that lacks the test dependencies.
+Why static: under xdist the controller never collects, yet it must know which kernels the
+selected tests need (to warm them before any worker exists), and ``ci/rerun-test`` must place a
+test on a runner without importing it (the planning machine may lack the test dependencies).
+So markers are read with :mod:`ast` (their arguments must be literals) and names are resolved
+by walking the file tree. This module imports neither pytest nor any test module, so
+``ci/rerun-test`` can use it on a machine without pytest.
 
 Accepted spec forms (one test file each, optionally narrowed to a class or test)::
 
@@ -20,12 +23,12 @@ the nearest names when there are none).
 from __future__ import annotations
 
 import ast
+import difflib
 import fnmatch
+import glob
 import json
 import os
-import shutil
-import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -129,24 +132,11 @@ def default_roots(rootdir: Path, testpaths: Sequence[str] = ()) -> list[Path]:
     for tp in testpaths:
         pat = tp if os.path.isabs(tp) else str(rootdir / tp)
         if any(c in tp for c in "*?["):
-            import glob
-
             roots += [Path(p) for p in sorted(glob.glob(pat, recursive=True))]
         else:
             roots.append(Path(pat))
     roots = [r for r in roots if r.exists()]
     return roots or [Path(rootdir)]
-
-
-def testpaths_from_pyproject(rootdir: Path) -> list[str]:
-    """``[tool.pytest.ini_options] testpaths`` of ``rootdir/pyproject.toml`` (or ``[]``)."""
-    pp = Path(rootdir) / "pyproject.toml"
-    try:
-        data = _load_toml(pp)
-    except (OSError, ValueError):
-        return []
-    tp = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths", [])
-    return [tp] if isinstance(tp, str) else list(tp)
 
 
 def resolve(
@@ -197,8 +187,6 @@ def resolve(
         shown = ", ".join(_rel(Path(r), rootdir) for r in roots)
         if not matches:
             names = sorted({f.name for f in files if f.name != "conftest.py" and f.name != "__init__.py"})
-            import difflib
-
             close = difflib.get_close_matches(Path(name).name, names, n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             problems.append({"spec": spec, "error": f"no test file matches {file_part!r} under {shown}{hint}",
@@ -343,290 +331,3 @@ def kernel_marker_names(path: Path) -> list[str]:
                 if isinstance(v, str) and v not in names:
                     names.append(v)
     return names
-
-
-# -- suite table and runner labels ----------------------------------------------------------------
-def _load_toml(path: Path) -> dict:
-    raw = Path(path).read_bytes()
-    try:
-        import tomllib  # Python 3.11+
-    except ModuleNotFoundError:  # pragma: no cover - 3.10
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            raise ValueError(f"{path}: reading TOML needs Python 3.11 or `pip install tomli` "
-                             "(or write the table as .json)") from None
-    try:
-        return tomllib.loads(raw.decode())
-    except Exception as e:  # noqa: BLE001 - TOMLDecodeError
-        raise ValueError(f"{path}: {e}") from None
-
-
-@dataclass
-class SuiteTable:
-    """The CI suite table (``ci/suites.toml``): runner labels and which files run where.
-
-    ``runners.<label>``: ``runs_on`` (the CI machine label, default the label itself),
-    ``gpus`` (GPUs such a machine has; used to detect the current runner), ``pytest_args``.
-    ``suites.<stage>``: ``runner`` and ``files`` (globs relative to the repo root).
-    ``default_runner``: where a file without a marker or table entry goes.
-    """
-
-    runners: dict[str, dict] = field(default_factory=dict)
-    suites: dict[str, dict] = field(default_factory=dict)
-    default_runner: str = "cpu"
-    pytest_args: list[str] = field(default_factory=list)
-    path: str = ""
-
-    @classmethod
-    def load(cls, path: Path | str | None) -> "SuiteTable":
-        if path is None:
-            return cls()
-        p = Path(path)
-        data = json.loads(p.read_text()) if p.suffix == ".json" else _load_toml(p)
-        t = cls(
-            runners={k: dict(v) for k, v in data.get("runners", {}).items()},
-            suites={k: dict(v) for k, v in data.get("suites", {}).items()},
-            default_runner=str(data.get("default_runner", "cpu")),
-            pytest_args=[str(a) for a in data.get("pytest_args", [])],
-            path=str(p),
-        )
-        for stage, s in t.suites.items():
-            if "runner" in s and not isinstance(s["runner"], str):
-                raise ValueError(f"{p}: suites.{stage}.runner must be a string")
-        return t
-
-    def suite_for_file(self, relpath: str) -> str | None:
-        for stage, s in self.suites.items():
-            for pat in s.get("files", []):
-                if fnmatch.fnmatch(relpath, pat):
-                    return stage
-        return None
-
-    def runner_of_stage(self, stage: str | None) -> str | None:
-        if stage and stage in self.suites:
-            r = self.suites[stage].get("runner")
-            return str(r) if r else None
-        return None
-
-    def runs_on(self, runner: str) -> str:
-        return str(self.runners.get(runner, {}).get("runs_on", runner))
-
-    def runner_args(self, runner: str) -> list[str]:
-        return [str(a) for a in self.runners.get(runner, {}).get("pytest_args", [])]
-
-
-@dataclass
-class Placement:
-    """Where one resolved test runs, and why (which marker or table entry decided)."""
-
-    resolved: Resolved
-    stage: str | None
-    runner: str
-    source: str  # "marker:<scope>" | "table" | "default"
-
-    def as_dict(self) -> dict:
-        return {**self.resolved.as_dict(), "stage": self.stage, "runner": self.runner, "source": self.source}
-
-
-def place(r: Resolved, table: SuiteTable) -> Placement:
-    """Suite marker (function > class > module), then the table's file globs, then the default."""
-    stage = runner = None
-    source = ""
-    if r.path.is_file():
-        marks = read_suite_markers(r.path)
-        scopes = []
-        if r.selector:
-            parts = r.selector.split("[", 1)[0].split("::")
-            for i in range(len(parts), 0, -1):
-                scopes.append("::".join(parts[:i]))
-        scopes.append("")
-        for sc in scopes:
-            if sc in marks:
-                stage, runner = marks[sc]
-                source = f"marker:{sc or 'module'}"
-                break
-    if stage is None:
-        stage = table.suite_for_file(r.relpath)
-        if stage is not None and not source:
-            source = "table"
-    if runner is None:
-        runner = table.runner_of_stage(stage)
-        if runner is not None and not source:
-            source = "table"
-    if runner is None:
-        runner = table.default_runner
-        source = source or "default"
-    return Placement(r, stage, runner, source)
-
-
-@dataclass
-class Group:
-    runner: str
-    runs_on: str
-    placements: list[Placement]
-    argv: list[str]
-
-    @property
-    def command(self) -> str:
-        import shlex
-
-        return shlex.join(self.argv)
-
-    def as_dict(self) -> dict:
-        return {"runner": self.runner, "runs_on": self.runs_on, "command": self.command, "argv": self.argv,
-                "tests": [p.as_dict() for p in self.placements]}
-
-
-def group_by_runner(resolved: Sequence[Resolved], table: SuiteTable,
-                    python: str = "python", extra_args: Sequence[str] = ()) -> list[Group]:
-    """One group (and one pytest command) per runner label, in first-seen order."""
-    groups: dict[str, list[Placement]] = {}
-    for r in resolved:
-        p = place(r, table)
-        groups.setdefault(p.runner, []).append(p)
-    out = []
-    for runner, ps in groups.items():
-        argv = [python, "-m", "pytest", "-p", "kernelcache", *table.pytest_args, *table.runner_args(runner),
-                *extra_args, "--kc-run", *[p.resolved.nodeid for p in ps]]
-        out.append(Group(runner, table.runs_on(runner), ps, argv))
-    return out
-
-
-# -- hardware (GPU detection without a CUDA context) ----------------------------------------------
-def arch_tuple(arch: Any) -> tuple[int, int]:
-    """``"9.0"``, ``"9.0a"``, ``"sm_90"``, ``"90"``, ``9.0`` -> ``(9, 0)``."""
-    s = str(arch).strip().lower().replace("sm_", "").replace("compute_", "")
-    if "." in s:
-        major, _, minor = s.partition(".")
-    else:
-        digits = "".join(c for c in s if c.isdigit())
-        if len(digits) < 2:
-            raise ValueError(f"cannot parse GPU arch {arch!r} (expected e.g. 9.0, sm_90)")
-        major, minor = digits[:-1], digits[-1]
-    minor_digits = "".join(c for c in minor if c.isdigit())
-    if not major.isdigit() or not minor_digits:
-        raise ValueError(f"cannot parse GPU arch {arch!r} (expected e.g. 9.0, sm_90)")
-    return int(major), int(minor_digits)
-
-
-def _visible_filter(gpus: list[dict]) -> list[dict]:
-    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is None:
-        return gpus
-    toks = [t.strip() for t in cvd.split(",") if t.strip()]
-    keep = []
-    for t in toks:
-        if t.lstrip("-").isdigit():
-            i = int(t)
-            if i < 0:
-                break  # CUDA stops at the first invalid index
-            match = [g for g in gpus if g.get("index") == i]
-        else:
-            match = [g for g in gpus if str(g.get("uuid", "")).startswith(t)]
-        if not match:
-            break
-        keep += [g for g in match if g not in keep]
-    return keep
-
-
-def detect_gpus(timeout: float = 10.0) -> dict:
-    """GPUs visible to this process, via ``nvidia-smi`` with a time limit (never a CUDA context).
-
-    Returns ``{"count", "gpus": [{"index", "name", "arch", "memory_mib", "uuid"}], "source",
-    "note"}``; honours ``CUDA_VISIBLE_DEVICES``.
-    """
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return {"count": 0, "gpus": [], "source": "nvidia-smi", "note": "nvidia-smi not found"}
-    try:
-        proc = subprocess.run(
-            [smi, "--query-gpu=index,name,compute_cap,memory.total,uuid", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return {"count": 0, "gpus": [], "source": "nvidia-smi", "note": f"nvidia-smi timed out after {timeout:g}s"}
-    except OSError as e:
-        return {"count": 0, "gpus": [], "source": "nvidia-smi", "note": f"nvidia-smi failed: {e}"}
-    if proc.returncode != 0:
-        err = (proc.stderr or proc.stdout).strip().splitlines()
-        return {"count": 0, "gpus": [], "source": "nvidia-smi",
-                "note": f"nvidia-smi exit {proc.returncode}: {err[0] if err else ''}".strip()}
-    gpus = []
-    for line in proc.stdout.splitlines():
-        cols = [c.strip() for c in line.split(",")]
-        if len(cols) < 3 or not cols[0].isdigit():
-            continue
-        try:
-            mem = int(float(cols[3])) if len(cols) > 3 else None
-        except ValueError:
-            mem = None
-        gpus.append({"index": int(cols[0]), "name": cols[1], "arch": cols[2], "memory_mib": mem,
-                     "uuid": cols[4] if len(cols) > 4 else ""})
-    gpus = _visible_filter(gpus)
-    note = "" if gpus else ("CUDA_VISIBLE_DEVICES hides every GPU" if os.environ.get("CUDA_VISIBLE_DEVICES")
-                            is not None else "nvidia-smi lists no GPU")
-    return {"count": len(gpus), "gpus": gpus, "source": "nvidia-smi", "note": note}
-
-
-def parse_hardware(value: str) -> dict | None:
-    """Override for detection: ``auto`` -> None (detect); ``cpu``/``none``/``0``; ``2x9.0``;
-    ``8.0,9.0`` (one arch per GPU); an optional ``cuda:`` prefix."""
-    v = (value or "").strip().lower()
-    if v in ("", "auto"):
-        return None
-    if v.startswith("cuda:"):
-        v = v[5:]
-    if v in ("cpu", "none", "0"):
-        return {"count": 0, "gpus": [], "source": "override", "note": f"--kc-hardware={value}"}
-    archs: list[str] = []
-    for tok in v.replace(" ", "").split(","):
-        if not tok:
-            continue
-        n, x, arch = tok.partition("x")
-        if x and n.isdigit():
-            archs += [arch] * int(n)
-        else:
-            archs.append(tok)
-    for a in archs:
-        arch_tuple(a)  # validate
-    gpus = [{"index": i, "name": "simulated", "arch": a, "memory_mib": None, "uuid": ""} for i, a in enumerate(archs)]
-    return {"count": len(gpus), "gpus": gpus, "source": "override", "note": f"--kc-hardware={value}"}
-
-
-def gpu_requirement_problem(hw: dict, count: int = 1, min_arch: Any = None) -> str | None:
-    """Why ``hw`` does not satisfy ``gpu(count, min_arch)``; None when it does."""
-    need = f"{count} GPU{'s' if count != 1 else ''}" + (f" with arch >= {min_arch}" if min_arch else "")
-    gpus = hw.get("gpus", [])
-    if not gpus:
-        note = hw.get("note") or "no GPU detected"
-        return f"needs {need}: no GPU found ({note})"
-    if min_arch:
-        want = arch_tuple(min_arch)
-        ok = [g for g in gpus if arch_tuple(g["arch"]) >= want]
-        if len(ok) < count:
-            found = ", ".join(str(g["arch"]) for g in gpus)
-            if len(gpus) >= count:
-                return f"needs {need}: GPU arch too old (found {found})"
-            return f"needs {need}: found {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} (arch {found})"
-    if len(gpus) < count:
-        return f"needs {need}: found only {len(gpus)}"
-    return None
-
-
-def current_runner(table: SuiteTable, env: dict | None = None, hw: dict | None = None) -> tuple[str, str]:
-    """(runner label, how it was decided): ``KERNELCACHE_RUNNER``, else by detected GPU count."""
-    env = os.environ if env is None else env
-    label = env.get("KERNELCACHE_RUNNER", "").strip()
-    if label:
-        return label, "KERNELCACHE_RUNNER"
-    hw = detect_gpus() if hw is None else hw
-    n = int(hw.get("count", 0))
-    best = None
-    for name, r in table.runners.items():
-        g = int(r.get("gpus", 0) or 0)
-        if g <= n and (best is None or g > best[1]):
-            best = (name, g)
-    if best is None:
-        return table.default_runner, f"default ({n} GPU(s) detected)"
-    return best[0], f"detected {n} GPU(s)"

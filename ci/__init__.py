@@ -1,0 +1,1 @@
+"""CI scripts of this repository (not part of the kernelcache distribution)."""

@@ -1,0 +1,196 @@
+"""The CI suite table (``ci/suites.toml``) and runner placement, for ``ci/rerun-test``.
+
+Why here and not in the package: which runner label a test file runs on is this repository's
+CI policy, not something a user of kernelcache needs at run time. The package never imports
+``ci/``; this module imports the package's name resolution and GPU detection (one source each).
+
+Placement of one resolved test: a ``suite(stage, runner)`` marker in the file (test > class >
+module, read with :mod:`ast`) wins, then the table's file globs, then its ``default_runner``.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from kernelcache.gpu import detect_gpus
+from kernelcache.pytest_plugin.names import Resolved, read_suite_markers
+from kernelcache.settings import kc_environ
+
+
+def _load_toml(path: Path) -> dict:
+    raw = Path(path).read_bytes()
+    try:
+        import tomllib  # Python 3.11+
+    except ModuleNotFoundError:  # pragma: no cover - 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise ValueError(f"{path}: reading TOML needs Python 3.11 or `pip install tomli` "
+                             "(or write the table as .json)") from None
+    try:
+        return tomllib.loads(raw.decode())
+    except Exception as e:  # noqa: BLE001 - TOMLDecodeError
+        raise ValueError(f"{path}: {e}") from None
+
+
+@dataclass
+class SuiteTable:
+    """The CI suite table (``ci/suites.toml``): runner labels and which files run where.
+
+    ``runners.<label>``: ``runs_on`` (the CI machine label, default the label itself),
+    ``gpus`` (GPUs such a machine has; used to detect the current runner), ``pytest_args``.
+    ``suites.<stage>``: ``runner`` and ``files`` (globs relative to the repo root).
+    ``default_runner``: where a file without a marker or table entry goes.
+    """
+
+    runners: dict[str, dict] = field(default_factory=dict)
+    suites: dict[str, dict] = field(default_factory=dict)
+    default_runner: str = "cpu"
+    pytest_args: list[str] = field(default_factory=list)
+    path: str = ""
+
+    @classmethod
+    def load(cls, path: Path | str | None) -> "SuiteTable":
+        if path is None:
+            return cls()
+        p = Path(path)
+        data = json.loads(p.read_text()) if p.suffix == ".json" else _load_toml(p)
+        t = cls(
+            runners={k: dict(v) for k, v in data.get("runners", {}).items()},
+            suites={k: dict(v) for k, v in data.get("suites", {}).items()},
+            default_runner=str(data.get("default_runner", "cpu")),
+            pytest_args=[str(a) for a in data.get("pytest_args", [])],
+            path=str(p),
+        )
+        for stage, s in t.suites.items():
+            if "runner" in s and not isinstance(s["runner"], str):
+                raise ValueError(f"{p}: suites.{stage}.runner must be a string")
+        return t
+
+    def suite_for_file(self, relpath: str) -> str | None:
+        for stage, s in self.suites.items():
+            for pat in s.get("files", []):
+                if fnmatch.fnmatch(relpath, pat):
+                    return stage
+        return None
+
+    def runner_of_stage(self, stage: str | None) -> str | None:
+        if stage and stage in self.suites:
+            r = self.suites[stage].get("runner")
+            return str(r) if r else None
+        return None
+
+    def runs_on(self, runner: str) -> str:
+        return str(self.runners.get(runner, {}).get("runs_on", runner))
+
+    def runner_args(self, runner: str) -> list[str]:
+        return [str(a) for a in self.runners.get(runner, {}).get("pytest_args", [])]
+
+
+@dataclass
+class Placement:
+    """Where one resolved test runs, and why (which marker or table entry decided)."""
+
+    resolved: Resolved
+    stage: str | None
+    runner: str
+    source: str  # "marker:<scope>" | "table" | "default"
+
+    def as_dict(self) -> dict:
+        return {**self.resolved.as_dict(), "stage": self.stage, "runner": self.runner, "source": self.source}
+
+
+def place(r: Resolved, table: SuiteTable) -> Placement:
+    """Suite marker (function > class > module), then the table's file globs, then the default."""
+    stage = runner = None
+    source = ""
+    if r.path.is_file():
+        marks = read_suite_markers(r.path)
+        scopes = []
+        if r.selector:
+            parts = r.selector.split("[", 1)[0].split("::")
+            for i in range(len(parts), 0, -1):
+                scopes.append("::".join(parts[:i]))
+        scopes.append("")
+        for sc in scopes:
+            if sc in marks:
+                stage, runner = marks[sc]
+                source = f"marker:{sc or 'module'}"
+                break
+    if stage is None:
+        stage = table.suite_for_file(r.relpath)
+        if stage is not None and not source:
+            source = "table"
+    if runner is None:
+        runner = table.runner_of_stage(stage)
+        if runner is not None and not source:
+            source = "table"
+    if runner is None:
+        runner = table.default_runner
+        source = source or "default"
+    return Placement(r, stage, runner, source)
+
+
+@dataclass
+class Group:
+    runner: str
+    runs_on: str
+    placements: list[Placement]
+    argv: list[str]
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+    def as_dict(self) -> dict:
+        return {"runner": self.runner, "runs_on": self.runs_on, "command": self.command, "argv": self.argv,
+                "tests": [p.as_dict() for p in self.placements]}
+
+
+def group_by_runner(resolved: Sequence[Resolved], table: SuiteTable,
+                    python: str = "python", extra_args: Sequence[str] = ()) -> list[Group]:
+    """One group (and one pytest command) per runner label, in first-seen order."""
+    groups: dict[str, list[Placement]] = {}
+    for r in resolved:
+        p = place(r, table)
+        groups.setdefault(p.runner, []).append(p)
+    out = []
+    for runner, ps in groups.items():
+        argv = [python, "-m", "pytest", "-p", "kernelcache", *table.pytest_args, *table.runner_args(runner),
+                *extra_args, "--kc-run", *[p.resolved.nodeid for p in ps]]
+        out.append(Group(runner, table.runs_on(runner), ps, argv))
+    return out
+
+
+def testpaths_from_pyproject(rootdir: Path) -> list[str]:
+    """``[tool.pytest.ini_options] testpaths`` of ``rootdir/pyproject.toml`` (or ``[]``)."""
+    pp = Path(rootdir) / "pyproject.toml"
+    try:
+        data = _load_toml(pp)
+    except (OSError, ValueError):
+        return []
+    tp = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths", [])
+    return [tp] if isinstance(tp, str) else list(tp)
+
+
+def current_runner(table: SuiteTable, env: Mapping[str, str] | None = None,
+                   hw: dict | None = None) -> tuple[str, str]:
+    """(runner label, how it was decided): ``KERNELCACHE_RUNNER``, else by detected GPU count."""
+    env = kc_environ() if env is None else env
+    label = (env.get("KERNELCACHE_RUNNER") or "").strip()
+    if label:
+        return label, "KERNELCACHE_RUNNER"
+    hw = detect_gpus() if hw is None else hw
+    n = int(hw.get("count", 0))
+    best = None
+    for name, r in table.runners.items():
+        g = int(r.get("gpus", 0) or 0)
+        if g <= n and (best is None or g > best[1]):
+            best = (name, g)
+    if best is None:
+        return table.default_runner, f"default ({n} GPU(s) detected)"
+    return best[0], f"detected {n} GPU(s)"

@@ -1,0 +1,258 @@
+"""Kernels of a session: which exist (declared specs), warming, availability, loads in tests.
+
+Why warming lives in the plugin: build time must never count against a test's timeout, and
+under xdist N workers must not compile the same kernel N times. So declared kernels are built
+before any test (in the controller, before workers exist); a test whose kernel failed errors at
+setup naming the kernel and the reason, and other tests still run. Every load goes through the
+loader with the session's :class:`~kernelcache.settings.Settings` passed explicitly; a marker's
+``no_build`` is ``settings.replace(no_build=...)`` for that load only.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from kernelcache.settings import Settings
+
+from . import names
+
+ITEM_KERNELS = pytest.StashKey[list]()  # kernel names a collected test declares
+
+
+class KernelUnavailable(Exception):
+    """A test needs a kernel that failed to build, is unknown, or was not warmed."""
+
+
+class Kernels:
+    """The declared kernel specs, warm results and per-kernel use counts of one process."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, spec_refs: Sequence[str],
+                 warm_mode: str, jobs: int | None, worker_id: str = ""):
+        self.config = config
+        self.settings = settings
+        self.spec_refs = list(spec_refs)
+        self.warm_mode = warm_mode
+        self.jobs = jobs
+        self.worker_id = worker_id
+        self.results: dict[str, dict] = {}  # name -> WarmResult.as_dict() + "where"
+        self.uses: dict[str, Counter] = {}  # name -> {"test": n, "<load status>": n}
+        self.warm_seconds = 0.0
+        self._extra: dict[str, Any] | None = None
+
+    # -- specs ---------------------------------------------------------------------------------
+    def extra_specs(self) -> dict[str, Any]:
+        """Specs named by ``kernelcache_specs`` / ``--kc-spec`` (``module:callable``)."""
+        if self._extra is None:
+            specs: dict[str, Any] = {}
+            for ref in self.spec_refs:
+                for s in _specs_of(ref, self.config):
+                    specs[s.name] = s
+            self._extra = specs
+        return self._extra
+
+    def known_names(self) -> set[str]:
+        from kernelcache.kernels import shipped_kernel_names
+
+        return set(self.extra_specs()) | set(shipped_kernel_names())
+
+    def spec_for(self, name: str) -> Any:
+        """The KernelSpec named ``name``; raises KernelUnavailable with the reason."""
+        extra = self.extra_specs()
+        if name in extra:
+            return extra[name]
+        from kernelcache.kernels import shipped_kernel_names, shipped_specs
+
+        if name not in shipped_kernel_names():
+            known = sorted(set(extra) | set(shipped_kernel_names()))
+            raise KernelUnavailable(f"unknown kernel {name!r} (known: {', '.join(known)}; add specs "
+                                    "with kernelcache_specs)")
+        try:
+            return shipped_specs([name])[name]
+        except Exception as e:  # noqa: BLE001 - the kernel's own module may be broken
+            raise KernelUnavailable(f"kernel {name!r}: its spec could not be loaded: "
+                                    f"{type(e).__name__}: {e}") from e
+
+    # -- warming -------------------------------------------------------------------------------
+    def warm(self, wanted: Sequence[str], where: str, build_only: bool = False) -> None:
+        """Build/load the kernels not warmed yet; results are kept, failures included."""
+        todo = [n for n in dict.fromkeys(wanted) if n not in self.results]
+        if not todo:
+            return
+        specs = []
+        for n in todo:
+            try:
+                specs.append(self.spec_for(n))
+            except KernelUnavailable as e:
+                self.results[n] = _result(n, "failed", str(e), where)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None and specs and not self.worker_id:
+            tr.write_line(f"kernelcache: warming {len(specs)} kernel(s) in the {where}: "
+                          f"{', '.join(s.name for s in specs)}")
+        if not build_only:
+            specs = [s for s in specs if not self._skip_unbuildable_cuda(s, where)]
+        if not specs:
+            return
+        from kernelcache import loader
+
+        try:  # import once up front, so the first kernel's seconds are not the tvm-ffi import
+            import tvm_ffi  # noqa: F401
+        except Exception:  # noqa: BLE001 - the loader reports it per kernel
+            pass
+        t0 = time.monotonic()
+        for r in loader.warm(specs, jobs=self.jobs, settings=self.settings):
+            d = r.as_dict()
+            d["where"] = where
+            if r.status == "failed" and r.error is not None:
+                d["error_type"] = type(r.error).__name__
+            self.results[r.name] = d
+        self.warm_seconds += time.monotonic() - t0
+
+    def _skip_unbuildable_cuda(self, spec: Any, where: str) -> bool:
+        """No GPU and no target arch: a CUDA kernel is skipped (its tests skip), not failed.
+        ``--kc-build-only`` asked for the build, so there it is attempted (and fails)."""
+        if not spec.is_cuda:
+            return False
+        from kernelcache import gpu
+        from kernelcache.errors import ToolchainError
+
+        try:
+            gpu.target_archs(self.settings.cuda_arch)
+        except ToolchainError as e:
+            self.results[spec.name] = _result(spec.name, "skipped", f"not built here: {e}", where)
+            return True
+        return False
+
+    # -- in tests ------------------------------------------------------------------------------
+    def check_available(self, name: str) -> None:
+        """Skip/raise when a test's kernel cannot be used here (before the test runs)."""
+        r = self.results.get(name)
+        if r is not None and r["status"] == "skipped":
+            pytest.skip(f"kernel {name!r} {r['reason']}")
+        if r is not None and r["status"] == "failed":
+            raise KernelUnavailable(f"kernel {name!r} is unavailable: {r['reason']}")
+        if r is None:
+            self.spec_for(name)  # raises for unknown / broken specs
+            if self.warm_mode == "controller":
+                raise KernelUnavailable(
+                    f"kernel {name!r} was not prebuilt (warm=controller): declare it in "
+                    "kernelcache_kernels / --kc-kernels or name it in a literal kernel() marker")
+
+    def load(self, name: str, no_build: bool | None = None) -> Any:
+        """The loaded module of ``name`` (a cache hit when warmed); ``no_build`` from a marker
+        overrides the session's setting for this load only."""
+        self.check_available(name)
+        spec = self.spec_for(name)
+        from kernelcache import loader
+
+        settings = self.settings if no_build is None else self.settings.replace(no_build=bool(no_build))
+        try:
+            mod, res = loader.load_with_result(spec, settings=settings)
+        except Exception as e:  # noqa: BLE001 - surfaces as a setup error naming the kernel
+            self.use(name, "failed")
+            raise KernelUnavailable(f"kernel {name!r} could not be loaded: {type(e).__name__}: {e}") from e
+        self.use(name, res.status)
+        if name not in self.results:  # loaded lazily (warm off): report it like a warm
+            self.results[name] = {**res.as_dict(), "where": self.worker_id or "test"}
+        return mod
+
+    def use(self, name: str, status: str) -> None:
+        self.uses.setdefault(name, Counter())[status] += 1
+
+
+def _result(name: str, status: str, reason: str, where: str) -> dict:
+    return {"name": name, "status": status, "seconds": 0.0, "reason": reason, "entry_id": "",
+            "entry_path": "", "where": where}
+
+
+def _specs_of(ref: str, config: pytest.Config) -> list[Any]:
+    from kernelcache.spec import KernelSpec
+
+    mod_name, sep, attr = ref.partition(":")
+    if not sep or not mod_name or not attr:
+        raise pytest.UsageError(f"kernelcache_specs entry {ref!r} must be 'module:callable'")
+    obj = _import_attr(mod_name, attr, config)
+    value = obj() if callable(obj) and not isinstance(obj, KernelSpec) else obj
+    if isinstance(value, KernelSpec):
+        items = [value]
+    elif isinstance(value, dict):
+        items = list(value.values())
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            items = [value]
+    for s in items:
+        if not isinstance(s, KernelSpec):
+            raise pytest.UsageError(f"kernelcache_specs entry {ref!r} returned {type(s).__name__}, "
+                                    "expected KernelSpec(s)")
+    return items
+
+
+def _import_attr(mod_name: str, attr: str, config: pytest.Config) -> Any:
+    """Import from sys.path, adding the rootdir and ini dir when the module is not found."""
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name != mod_name.split(".")[0] and e.name != mod_name:
+            raise pytest.UsageError(f"kernelcache_specs: importing {mod_name!r} failed: {e}") from e
+        extra = [str(config.rootpath)] + ([str(config.inipath.parent)] if config.inipath else [])
+        for p in reversed(extra):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        try:
+            mod = importlib.import_module(mod_name)
+        except Exception as e2:  # noqa: BLE001
+            raise pytest.UsageError(f"kernelcache_specs: cannot import {mod_name!r}: {e2}") from e2
+    except Exception as e:  # noqa: BLE001
+        raise pytest.UsageError(f"kernelcache_specs: importing {mod_name!r} failed: "
+                                f"{type(e).__name__}: {e}") from e
+    try:
+        return getattr(mod, attr)
+    except AttributeError:
+        raise pytest.UsageError(f"kernelcache_specs: module {mod_name!r} has no attribute {attr!r}") from None
+
+
+# -- what tests declare ----------------------------------------------------------------------------
+def marker_kernels(item: pytest.Item) -> tuple[list[str], dict]:
+    """Kernel names of every ``kernel`` marker on a test (closest first) and the closest kwargs."""
+    found: list[str] = []
+    kwargs: dict = {}
+    for m in item.iter_markers("kernel"):
+        for a in m.args:
+            if not isinstance(a, str):
+                raise pytest.UsageError(f"{item.nodeid}: kernel() marker takes kernel names (str), got {a!r}")
+            if a not in found:
+                found.append(a)
+        for k, v in m.kwargs.items():
+            kwargs.setdefault(k, v)  # closest marker wins
+    return found, kwargs
+
+
+def static_kernel_names(config: pytest.Config) -> list[str]:
+    """Kernel names in literal ``kernel(...)`` markers of the test files this run selects
+    (the xdist controller never collects, so it reads the files)."""
+    patterns = tuple(config.getini("python_files") or names.DEFAULT_FILE_PATTERNS)
+    paths = []
+    for a in config.args:
+        p = Path(str(a).split("::", 1)[0])
+        paths.append(p if p.is_absolute() else config.invocation_params.dir / p)
+    explicit = {os.path.realpath(p) for p in paths if p.is_file()}
+    out: list[str] = []
+    for f in names.iter_py_files(paths):
+        if not (names.is_test_file(f, patterns) or os.path.realpath(f) in explicit):
+            continue
+        for n in names.kernel_marker_names(f):
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def is_skipped(item: pytest.Item) -> bool:
+    return any(m.name == "skip" for m in item.iter_markers())

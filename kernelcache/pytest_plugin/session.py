@@ -1,0 +1,195 @@
+"""The active plugin of one pytest process: its state and its (thin) session hooks.
+
+Why a registered object instead of module-level hooks: the plugin is installed everywhere but
+active only when asked for; the module-level hooks (:mod:`.hooks`) register this object in
+``pytest_configure`` only then, so an inactive install runs none of these hooks. Each hook
+only sequences calls into the modules that do one job each (gating, kernels, outcomes, report,
+xdist).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any, Callable
+
+import pytest
+
+from kernelcache.settings import Settings
+
+from . import gating, outcomes, report, xdist
+from .kernels import ITEM_KERNELS, Kernels, KernelUnavailable, is_skipped, marker_kernels, static_kernel_names
+from .options import PLUGIN_NAME, Resolved
+
+STATE = pytest.StashKey["SessionState"]()
+
+
+class SessionState:
+    """Everything one process of an active session knows (controller, worker or plain run)."""
+
+    def __init__(self, config: pytest.Config, opts: Resolved, settings: Settings, hw: dict, arch_text: str):
+        self.config = config
+        self.is_worker = hasattr(config, "workerinput")
+        self.worker_id: str = config.workerinput.get("workerid", "") if self.is_worker else ""  # type: ignore[attr-defined]
+        self.opts = opts
+        self.settings = settings
+        self.hw = hw
+        self.arch_text = arch_text
+        self.kernels = Kernels(config, settings, opts["specs"][0], opts["warm"][0], opts["jobs"][0], self.worker_id)
+        self.declared: list[str] = []  # kernels the controller warms
+        self.worker_out: dict[str, dict] = {}  # worker id -> its workeroutput[PLUGIN_NAME]
+        self.tests: dict[str, dict] = {}
+        self.policy_failures: list[str] = []
+        self.saved_env: dict[str, str | None] = {}
+        self.patched_tvm_ffi = False
+        self.t0 = time.time()
+
+    def opt(self, dest: str) -> Any:
+        return self.opts[dest][0]
+
+
+class SessionPlugin:
+    """Hooks and fixtures of an active plugin."""
+
+    def __init__(self, state: SessionState):
+        self.st = state
+
+    # -- session start: declare, warm ----------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        st = self.st
+        if st.is_worker:
+            return
+        kernels = st.kernels
+        build_only = bool(st.opt("build_only"))
+        declared = list(st.opt("kernels"))
+        if st.opt("warm") != "off" or build_only:
+            known = kernels.known_names()
+            declared += [n for n in static_kernel_names(session.config) if n in known]
+        if build_only:  # seeding a cache: every kernel the project defines
+            declared += list(kernels.extra_specs())
+        st.declared = list(dict.fromkeys(declared))
+        if build_only:
+            self._build_only(session)
+        if st.opt("warm") != "off" and not session.config.option.collectonly:
+            kernels.warm(st.declared, "controller")
+
+    def _build_only(self, session: pytest.Session) -> None:
+        """Fill the cache and exit before collection (sessionfinish will not run: report now)."""
+        st = self.st
+        if not st.declared:
+            raise pytest.UsageError(
+                "kernelcache: --kc-build-only: no kernels declared (use --kc-kernels, "
+                "kernelcache_kernels, kernelcache_specs or kernel markers)")
+        st.kernels.warm(st.declared, "controller", build_only=True)
+        results = st.kernels.results.values()
+        failed = [r for r in results if r["status"] == "failed"]
+        report.write_json(st, session, exitstatus=1 if failed else 0)
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            report.write_terminal(tr, st)
+        report.write_step_summary(st)
+        counts = Counter(r["status"] for r in results)
+        msg = (f"kernelcache --kc-build-only: {len(results) - len(failed)} of {len(results)} kernel(s) ready ("
+               + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ")")
+        pytest.exit(msg, returncode=1 if failed else 0)
+
+    # -- collection: gates, late warming -------------------------------------------------------
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        gating.gate(items, self.st.hw, bool(self.st.opt("require_gpu")))
+        for item in items:
+            found, _ = marker_kernels(item)
+            if found:
+                item.stash[ITEM_KERNELS] = found
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        st = self.st
+        if st.opt("warm") != "auto" or session.config.option.collectonly:
+            return
+        needed: list[str] = []
+        for item in session.items:
+            for n in item.stash.get(ITEM_KERNELS, []):
+                if n not in st.kernels.results and n not in needed and not is_skipped(item):
+                    needed.append(n)
+        if needed:
+            st.kernels.warm(needed, st.worker_id or "collection")
+
+    # -- per test ------------------------------------------------------------------------------
+    # Not tryfirst: skip/skipif markers (the gpu gate included) are evaluated first, so a skipped
+    # test never errors because of a kernel it would have needed.
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        gating.fail_if_required(item)
+        msg = None
+        try:
+            for name in item.stash.get(ITEM_KERNELS, []):
+                self.st.kernels.check_available(name)
+                self.st.kernels.use(name, "test")  # a test that declared the kernel and runs with it
+        except KernelUnavailable as e:
+            msg = f"kernelcache: {e}"
+        if msg:
+            pytest.fail(msg, pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        rep = yield
+        found = item.stash.get(ITEM_KERNELS, None)
+        if found:
+            rep.kernelcache_kernels = list(found)
+        if item.get_closest_marker("gpu") is not None:
+            rep.kernelcache_gpu = True
+        return rep
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.st.is_worker:
+            outcomes.record(self.st.tests, report)
+
+    # -- fixtures ------------------------------------------------------------------------------
+    @pytest.fixture
+    def kernelcache_module(self, request: pytest.FixtureRequest) -> Callable[[str], Any]:
+        """``kernelcache_module(name)`` -> the loaded tvm_ffi.Module of a kernel (a cache hit when warmed)."""
+        node = request.node
+        _, kwargs = marker_kernels(node) if isinstance(node, pytest.Item) else ([], {})
+        return lambda name: self._load(name, kwargs)
+
+    @pytest.fixture
+    def kc_kernel(self, request: pytest.FixtureRequest) -> Any:
+        """The loaded module of the first kernel named by the test's closest ``kernel`` marker."""
+        found, kwargs = marker_kernels(request.node)
+        if not found:
+            pytest.fail("kernelcache: the kc_kernel fixture needs a @pytest.mark.kernel('name') marker",
+                        pytrace=False)
+        return self._load(found[0], kwargs)
+
+    def _load(self, name: str, marker_kwargs: dict) -> Any:
+        try:
+            return self.st.kernels.load(name, no_build=marker_kwargs.get("no_build"))
+        except KernelUnavailable as e:
+            msg = f"kernelcache: {e}"
+        pytest.fail(msg, pytrace=False)
+
+    # -- finish and report ---------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        st = self.st
+        if st.is_worker:
+            session.config.workeroutput[PLUGIN_NAME] = xdist.worker_output(st)  # type: ignore[attr-defined]
+            return
+        # A failed kernel fails the session when it was declared, or a test that ran needed it
+        # (a CUDA kernel that only skipped GPU tests name does not fail a CPU run).
+        needed = outcomes.needed_kernels(st.tests)
+        for r in st.kernels.results.values():
+            if r["status"] == "failed" and (r["name"] in st.opt("kernels") or r["name"] in needed):
+                st.policy_failures.append(f"kernel {r['name']!r} failed: {report.first_line(r['reason'])}")
+        if st.opt("require_gpu"):
+            st.policy_failures += gating.require_gpu_failures(st.hw, st.tests.values())
+        if st.policy_failures and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        report.write_json(st, session, int(session.exitstatus))
+        report.write_step_summary(st)
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return report.header_lines(self.st)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if not self.st.is_worker:
+            report.write_terminal(terminalreporter, self.st)
