@@ -6,6 +6,7 @@ production servers import it on every start.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -16,18 +17,23 @@ from .errors import (
     SchemaMismatch,
     SpecError,
     ToolchainError,
+    UnknownKernel,
 )
+from .settings import Settings
 from .spec import KernelSpec
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KernelSpec",
+    "Settings",
     "load",
+    "load_with_result",
     "warm",
     "explain",
     "stats",
     "cache_dir",
+    "reset_process_state",
     "WarmResult",
     "BuildError",
     "CacheMissError",
@@ -36,21 +42,28 @@ __all__ = [
     "SchemaMismatch",
     "SpecError",
     "ToolchainError",
+    "UnknownKernel",
 ]
 
 _LAZY = {
     "load": ("loader", "load"),
+    "load_with_result": ("loader", "load_with_result"),
     "warm": ("loader", "warm"),
-    "explain": ("loader", "explain"),
+    "explain": ("diagnose", "explain"),
     "stats": ("events", "stats"),
-    "cache_dir": ("config", "cache_dir"),
+    "reset_process_state": ("loader", "reset_process_state"),
     "WarmResult": ("loader", "WarmResult"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from .events import stats
-    from .loader import WarmResult, explain, load, warm
-    from .config import cache_dir
+    from .diagnose import explain
+    from .loader import WarmResult, load, load_with_result, reset_process_state, warm
+
+
+def cache_dir(settings: Settings | None = None) -> "Path":
+    """The writable cache root of ``settings`` (default: the environment's)."""
+    return (settings or Settings.from_env()).cache_dir
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import config, events, key, toolchain
+from . import events, key, toolchain
 from .errors import BuildError
 from .plan import IDENTITY_SYMBOL, BuildPlan
 
@@ -73,9 +73,8 @@ def _failed_command(output: str) -> str:
     return ""
 
 
-def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str]) -> None:
+def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str], jobs: int | None) -> None:
     argv = [toolchain.find_ninja(), "-C", str(bdir)]
-    jobs = config.max_jobs()
     if jobs:
         argv += ["-j", str(jobs)]
     if target:
@@ -96,7 +95,7 @@ def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str]) 
         raise BuildError(plan.spec.name, _failed_command(out) or shlex.join(argv), out, proc.returncode)
 
 
-def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path) -> BuildOutput:
+def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path, jobs: int | None = None) -> BuildOutput:
     """Build into ``bdir`` (a fresh private dir). Raises BuildError; leaves cleanup to the caller."""
     t_start = time.monotonic()
     wall0 = time.time_ns()
@@ -110,7 +109,7 @@ def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path) -> BuildOutput:
         f'{{ return "{identity}"; }}\n'
     )
     _write_ninja(plan, bdir)
-    _run_ninja(plan, bdir, None, log)
+    _run_ninja(plan, bdir, None, log, jobs)
     t_compiled = time.monotonic()
     dep_paths: list[str] = []
     for step in plan.sources:
@@ -121,11 +120,7 @@ def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path) -> BuildOutput:
     deps, absent = key.record_deps(plan, dep_paths, str(bdir))
     # Race guard: a dependency written while the compiler ran may not match what it read.
     publishable, why = True, ""
-    sources_now = {}
-    for step in plan.sources:
-        with open(step.path, "rb") as f:
-            sources_now[step.rel] = hashlib.sha256(f.read()).hexdigest()
-    if sources_now != l1.source_hashes:
+    if key.source_hashes(plan.spec) != l1.source_hashes:
         publishable, why = False, "a source changed while it was being compiled"
     for d in deps:
         if d["stat"][2] >= wall0:  # ctime at or after the build started

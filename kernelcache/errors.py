@@ -32,11 +32,11 @@ class BuildError(KernelCacheError, RuntimeError):
 class SchemaMismatch(KernelCacheError):
     """The exported functions of a built module differ from the spec's expected schema."""
 
-    def __init__(self, spec_name: str, mismatches: dict[str, tuple[str, str | None]], where: str = ""):
+    def __init__(self, spec_name: str, mismatches: dict[str, tuple[str | None, str | None]], where: str = ""):
         self.spec_name = spec_name
-        self.mismatches = mismatches  # fn -> (expected, found or None if missing)
+        self.mismatches = mismatches  # fn -> (expected or None if learned, found or None if missing)
         lines = [
-            f"  {fn}: expected {exp}, found {found if found is not None else '<missing>'}"
+            f"  {fn}: expected {exp if exp is not None else '<any>'}, found {found if found is not None else '<missing>'}"
             for fn, (exp, found) in sorted(mismatches.items())
         ]
         super().__init__(
@@ -71,6 +71,16 @@ class LockTimeout(KernelCacheError):
             f"kernel {spec_name!r}: gave up after {waited_s:.1f}s waiting for build lock "
             f"{lock_path} held by {holder} (KERNELCACHE_LOCK_TIMEOUT)"
         )
+
+
+class UnknownKernel(KernelCacheError, LookupError):
+    """A kernel name that is neither shipped nor declared (CLI, plugin, ``shipped_specs``)."""
+
+    def __init__(self, name: str, known: list[str] | None = None):
+        self.name = name
+        self.known = sorted(known or [])
+        hint = f"; known kernels: {', '.join(self.known)}" if self.known else ""
+        super().__init__(f"unknown kernel {name!r}{hint}")
 
 
 class SpecError(KernelCacheError, ValueError):

@@ -1,8 +1,12 @@
-"""Structured events and process-wide counters (hit, miss + reason, build, wait, quarantine).
+"""Structured events and process-wide counters (hit, miss + reason, build, wait, remote, ...).
 
-KERNELCACHE_LOG: unset -> only build progress lines on stderr (a cold build can take minutes,
-users must see why the process is busy); "0" -> silent; "1"/"stderr" -> every event as JSON on
-stderr; any other value -> every event appended as JSON lines to that file.
+Why counters live here and not in the loader: the CLI, the pytest plugin and ``kc.stats()``
+all report the same facts, per process and per kernel, whatever path produced them (a shipped
+kernel, a drop-in ``load_inline`` kernel, a remote fetch).
+
+Log target (``Settings.log``): None -> only progress lines on stderr (a cold build can take
+minutes; users must see why the process is busy); "0" -> silent; "1"/"stderr" -> every event
+as JSON on stderr; any other value -> every event appended as JSON lines to that file.
 """
 from __future__ import annotations
 
@@ -11,20 +15,42 @@ import os
 import sys
 import threading
 import time
-from collections import Counter
-from typing import Any
-
-from .config import log_target
+from collections import Counter, defaultdict
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 _lock = threading.Lock()
 _counters: Counter = Counter()
 _miss_reasons: Counter = Counter()
 _floats: dict[str, float] = {"build_seconds": 0.0, "wait_seconds": 0.0}
-_PROGRESS = {"build_start", "build_progress", "build_done", "build_failed", "lock_wait", "quarantine", "race_guard"}
+_per_kernel: dict[str, Counter] = defaultdict(Counter)
+_per_kernel_reasons: dict[str, Counter] = defaultdict(Counter)
+_PROGRESS = {"build_start", "build_progress", "build_done", "build_failed", "lock_wait", "quarantine",
+             "race_guard", "remote_down", "remote_lease_wait", "remote_hit", "remote_upload"}
+# event -> per-kernel counter name (what the plugin summary and `kernelcache stats` show)
+_KERNEL_COUNTERS = {
+    "hit": "hits", "prebuilt_hit": "prebuilt_hits", "remote_hit": "remote_hits", "miss": "misses",
+    "build_done": "builds", "build_failed": "build_failures", "quarantine": "quarantined",
+    "remote_miss": "remote_misses", "remote_upload": "uploads", "remote_lease_wait": "lease_waits",
+    "remote_error": "remote_errors", "lock_wait_start": "lock_waits",
+}
+_target: ContextVar[str | None] = ContextVar("kernelcache_log_target", default=None)
+
+
+@contextmanager
+def logging_to(target: str | None) -> Iterator[None]:
+    """Send the events of the calls inside (this thread/task) to ``target`` (a Settings.log)."""
+    token = _target.set(target)
+    try:
+        yield
+    finally:
+        _target.reset(token)
 
 
 def emit(event: str, **fields: Any) -> None:
-    """Count an event and log it according to KERNELCACHE_LOG."""
+    """Count an event (globally and per kernel) and log it to the current target."""
+    name = fields.get("name")
     with _lock:
         _counters[event] += 1
         if event == "miss":
@@ -33,7 +59,14 @@ def emit(event: str, **fields: Any) -> None:
             _floats["build_seconds"] += float(fields.get("seconds", 0.0))
         if event == "lock_acquired":
             _floats["wait_seconds"] += float(fields.get("waited", 0.0))
-    target = log_target()
+        counter = _KERNEL_COUNTERS.get(event)
+        if counter and name:
+            _per_kernel[name][counter] += 1
+            if event in ("miss", "remote_miss", "remote_error"):
+                _per_kernel_reasons[name][f"{counter}:{fields.get('reason_code', 'unknown')}"] += 1
+            if event == "build_done":
+                _per_kernel[name]["build_ms"] += int(1000 * float(fields.get("seconds", 0.0)))
+    target = _target.get()
     if target == "0":
         return
     if target in (None, ""):
@@ -54,29 +87,40 @@ def emit(event: str, **fields: Any) -> None:
 
 def _human(event: str, f: dict) -> str:
     name = f.get("name", "?")
-    if event == "build_start":
-        return f"building {name} ({f.get('reason', 'miss')}): {f.get('n_sources', '?')} source(s) ..."
-    if event == "build_progress":
-        return f"still building {name} ({f.get('seconds', 0):.0f}s so far) ..."
-    if event == "build_done":
-        return f"built {name} in {f.get('seconds', 0):.1f}s"
-    if event == "build_failed":
-        return f"build of {name} failed after {f.get('seconds', 0):.1f}s"
-    if event == "lock_wait":
-        return (f"waiting {f.get('waited', 0):.0f}s for {name}: build lock held by {f.get('holder', '?')}")
-    if event == "quarantine":
-        return f"rejected cached {name} ({f.get('reason')}); moved to quarantine, rebuilding"
-    if event == "race_guard":
-        return f"{name}: {f.get('reason')}; not publishing this build"
-    return f"{event} {f}"
+    texts = {
+        "build_start": lambda: f"building {name} ({f.get('reason', 'miss')}): {f.get('n_sources', '?')} source(s) ...",
+        "build_progress": lambda: f"still building {name} ({f.get('seconds', 0):.0f}s so far) ...",
+        "build_done": lambda: f"built {name} in {f.get('seconds', 0):.1f}s",
+        "build_failed": lambda: f"build of {name} failed after {f.get('seconds', 0):.1f}s",
+        "lock_wait": lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: build lock held by {f.get('holder', '?')}",
+        "quarantine": lambda: f"rejected cached {name} ({f.get('reason')}); moved to quarantine, rebuilding",
+        "race_guard": lambda: f"{name}: {f.get('reason')}; not publishing this build",
+        "remote_down": lambda: f"remote {f.get('remote')} unavailable ({f.get('reason')}); building locally "
+                               "for the rest of this process",
+        "remote_lease_wait": lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: being compiled by "
+                                     f"{f.get('holder', '?')} (fleet lease)",
+        "remote_hit": lambda: f"fetched {name} from {f.get('remote')} in {f.get('seconds', 0):.2f}s",
+        "remote_upload": lambda: f"uploaded {name} to {f.get('remote')}",
+    }
+    text = texts.get(event)
+    return text() if text else f"{event} {f}"
 
 
 def stats() -> dict[str, Any]:
-    """Counters of this process: hits, misses (by reason), builds, build seconds, waits."""
+    """Counters of this process: hits, misses (by reason), builds, waits, remote; and per kernel."""
     with _lock:
+        kernels = {}
+        for name in sorted(set(_per_kernel) | set(_per_kernel_reasons)):
+            row = dict(_per_kernel[name])
+            row["build_seconds"] = round(row.pop("build_ms", 0) / 1000, 3)
+            reasons = dict(_per_kernel_reasons[name])
+            if reasons:
+                row["reasons"] = reasons
+            kernels[name] = row
         return {
             "hits": _counters["hit"],
             "prebuilt_hits": _counters["prebuilt_hit"],
+            "remote_hits": _counters["remote_hit"],
             "misses": _counters["miss"],
             "miss_reasons": dict(_miss_reasons),
             "builds": _counters["build_done"],
@@ -86,6 +130,11 @@ def stats() -> dict[str, Any]:
             "wait_seconds": round(_floats["wait_seconds"], 3),
             "quarantined": _counters["quarantine"],
             "publish_races_lost": _counters["publish_race_lost"],
+            "remote_misses": _counters["remote_miss"],
+            "uploads": _counters["remote_upload"],
+            "lease_waits": _counters["remote_lease_wait"],
+            "remote_errors": _counters["remote_error"],
+            "kernels": kernels,
         }
 
 
@@ -93,5 +142,7 @@ def reset_stats() -> None:
     with _lock:
         _counters.clear()
         _miss_reasons.clear()
+        _per_kernel.clear()
+        _per_kernel_reasons.clear()
         for k in _floats:
             _floats[k] = 0.0

@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 
 from . import toolchain
 from .plan import ROOT, BuildPlan
+from .settings import Settings
+from .spec import KernelSpec
 
-KEY_FORMAT = 2
+KEY_FORMAT = 3
 TVM_FFI = "${TVM_FFI}"
+SITE = "${SITE}"  # site-packages: header-only dependencies (FlashInfer) relocate with the venv
 
 
 def canonical_hash(obj) -> str:
@@ -29,10 +32,21 @@ def canonical_hash(obj) -> str:
 
 
 # -- anchors ---------------------------------------------------------------------------------
-def anchors_for(plan: BuildPlan) -> list[tuple[str, str]]:
+_site: list[str] = []
+
+
+def anchors_of(spec: KernelSpec) -> list[tuple[str, str]]:
     """(anchor, realpath prefix), longest prefix first."""
-    pairs = [(ROOT, str(plan.spec.root)), (TVM_FFI, toolchain.tvm_ffi_paths().package_dir)]
+    if not _site:
+        import sysconfig
+
+        _site.append(os.path.realpath(sysconfig.get_paths()["purelib"]))
+    pairs = [(ROOT, str(spec.root)), (TVM_FFI, toolchain.tvm_ffi_paths().package_dir), (SITE, _site[0])]
     return sorted(pairs, key=lambda p: -len(p[1]))
+
+
+def anchors_for(plan: BuildPlan) -> list[tuple[str, str]]:
+    return anchors_of(plan.spec)
 
 
 def anchor_path(path: str, anchors: list[tuple[str, str]]) -> str:
@@ -69,6 +83,44 @@ def _anchor_text(text: str, anchors: list[tuple[str, str]]) -> str:
     return text
 
 
+# -- sources -----------------------------------------------------------------------------------
+def source_hashes(spec: KernelSpec) -> dict[str, str]:
+    """sha256 of every source's bytes by its root-relative id (the one rule for source identity)."""
+    out = {}
+    for rel, path in zip(spec.sources, spec.source_paths()):
+        with open(path, "rb") as f:
+            out[rel] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def tvm_abi(version: str | None) -> str:
+    """tvm-ffi's ABI is stable within a minor series (0.1.x)."""
+    return ".".join((version or "").split(".")[:2])
+
+
+def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings) -> str:
+    """A key computable without any tool: what fleet hosts index shared entries by.
+
+    Serving hosts may have no compiler, so the remote cannot be indexed by the level-1 key (it
+    hashes tool identities). This key only narrows the search; every candidate is then
+    validated against this installation (sources, headers, ABI, arch, schemas, bytes).
+    """
+    def where(d: str) -> str:
+        p = str(spec.abspath(d))
+        root = str(spec.root)
+        return ROOT + p[len(root):] if p == root or p.startswith(root + os.sep) else "<external>"
+
+    return canonical_hash({
+        "format": KEY_FORMAT, "name": spec.name, "backend": spec.backend,
+        "sources": source_hashes(spec),
+        "include_dirs": [where(d) for d in spec.include_dirs],
+        "system_include_dirs": [where(d) for d in spec.system_include_dirs],
+        "flags": [list(spec.cflags), list(spec.cuda_cflags), list(spec.ldflags)],
+        "arch": list(archs) if spec.is_cuda else [], "tvm_ffi_abi": tvm_abi(tvm_version),
+        "functions": dict(spec.functions), "buster": settings.cache_buster,
+    })
+
+
 # -- level 1 -----------------------------------------------------------------------------------
 @dataclass
 class Level1:
@@ -77,13 +129,10 @@ class Level1:
     source_hashes: dict[str, str] = field(default_factory=dict)
 
 
-def level1(plan: BuildPlan) -> Level1:
+def level1(plan: BuildPlan, settings: Settings) -> Level1:
     anchors = anchors_for(plan)
-    tvm = toolchain.tvm_ffi_paths()
-    sources = {}
-    for step in plan.sources:
-        with open(step.path, "rb") as f:
-            sources[step.rel] = hashlib.sha256(f.read()).hexdigest()
+    tvm = toolchain.tvm_ffi_paths(settings.memo_dir)
+    sources = source_hashes(plan.spec)
     cmds = plan.key_commands()
     cmds = {k: ([[_anchor_text(a, anchors) for a in c] for c in v] if k == "compile"
                 else [_anchor_text(a, anchors) for a in v]) for k, v in cmds.items()}
@@ -101,9 +150,10 @@ def level1(plan: BuildPlan) -> Level1:
         "arch": list(plan.archs),
         "abi": {
             "tvm_ffi_version": tvm.version,
-            "libtvm_ffi_sha256": toolchain.file_identity(tvm.lib_path)["sha256"],
+            "libtvm_ffi_sha256": toolchain.file_identity(tvm.lib_path, settings.memo_dir)["sha256"],
         },
-        "env": toolchain.env_inputs(),
+        "env": {**toolchain.env_inputs(), **({"KERNELCACHE_CACHE_BUSTER": settings.cache_buster}
+                                             if settings.cache_buster else {})},
         "functions": dict(plan.spec.functions),
     }
     return Level1(key=canonical_hash(inputs), inputs=inputs, source_hashes=sources)
@@ -231,8 +281,13 @@ class DepCheck:
 
 
 def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str]],
-               stat_cache: dict[str, list[int]] | None = None, only_anchor: str | None = None) -> DepCheck:
-    """Validate recorded dependencies: equal stat -> trusted; otherwise re-hash; bytes decide."""
+               stat_cache: dict[str, list[int]] | None = None, only_anchor: str | None = None,
+               tolerate_missing_external: bool = False) -> DepCheck:
+    """Validate recorded dependencies: equal stat -> trusted; otherwise re-hash; bytes decide.
+
+    ``tolerate_missing_external``: for entries built on another host, an un-anchored header
+    (a toolkit's) that this host does not have is skipped; one it has must match.
+    """
     refreshed: dict[str, list[int]] = {}
     stat_cache = stat_cache or {}
     for d in deps:
@@ -242,6 +297,8 @@ def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str
         try:
             st = os.stat(p)
         except OSError:
+            if tolerate_missing_external and not d["path"].startswith("${"):
+                continue
             return DepCheck(False, f"header {d['path']} no longer exists")
         cur = _stat_tuple(st)
         if cur == d["stat"] or cur == stat_cache.get(d["path"]):
@@ -254,7 +311,7 @@ def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str
             return DepCheck(False, f"header {d['path']} changed (content hash differs)")
         refreshed[d["path"]] = cur
     for a in absent:
-        if only_anchor and not a.startswith(only_anchor):
+        if (only_anchor and not a.startswith(only_anchor)) or (tolerate_missing_external and not a.startswith("${")):
             continue
         if os.path.exists(resolve_anchor(a, anchors)):
             return DepCheck(False, f"new header {a} shadows the one used before")

@@ -1,34 +1,34 @@
-"""load(spec): lookup -> validate -> (lock -> re-lookup -> build -> publish) -> load.
+"""load(spec): prebuilt -> local -> (lock) -> fleet -> build -> validate -> module.
 
-Every path that hands out a module goes through the same validation: manifest schema vs the
-spec, file size, sha256 (first load per process), then after dlopen the identity symbol and
-every expected function's metadata. Anything that fails is quarantined and rebuilt once; a
-second failure raises a precise error. A stale ``.so`` is rejected, never called.
+One flat pipeline; every place an entry can come from hands a local directory to the same
+acceptance step (``_accept``: validation before dlopen, dlopen, identity and exported schemas),
+so a stale ``.so`` is rejected, never called. A rejected entry is quarantined; a freshly built
+one that is rejected is rebuilt once, then the error is raised with the precise reason.
+
+All inputs arrive as one ``Settings`` (``settings=None`` reads the environment now); nothing
+here reads or writes ``os.environ``.
 """
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from . import build, config, events, key, prebuilt, schema, store
-from .lock import single_flight
+from . import build, events, gpu, key, toolchain, validate
+from . import manifest as manifest_mod
 from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
+from .lock import single_flight
+from .manifest import Manifest
 from .plan import BuildPlan, make_plan
+from .settings import Settings, resolve
 from .spec import KernelSpec
-
-MANIFEST_FORMAT = 3
-
-_modules: dict[str, Any] = {}  # entry_id -> loaded tvm_ffi.Module (same object on repeat calls)
-_verified_sha: set[str] = set()  # .so paths whose sha256 was checked in this process
-_dlopened: dict[str, int] = {}  # path -> inode dlopen'ed from that path in this process
-_proc_lock = threading.RLock()
-_name_locks: dict[str, threading.Lock] = {}
+from .storage import prebuilt
+from .storage.entry import Entry
+from .storage.local import LocalStore
 
 
 @dataclass
@@ -36,93 +36,85 @@ class WarmResult:
     """Outcome of building/loading one spec (what `warm`, the CLI and the plugin report)."""
 
     name: str
-    status: str  # "hit" | "built" | "prebuilt" | "failed"
+    status: str  # "hit" | "built" | "prebuilt" | "remote" | "failed" | "skipped"
     seconds: float
-    reason: str = ""  # miss reason (why it was built) or failure message
+    reason: str = ""  # miss reason (why it was built / fetched) or failure message
     entry_id: str = ""
     entry_path: str = ""
+    so_path: str = ""
     error: BaseException | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "status": self.status, "seconds": round(self.seconds, 3),
-                "reason": self.reason, "entry_id": self.entry_id, "entry_path": self.entry_path}
+                "reason": self.reason, "entry_id": self.entry_id, "entry_path": self.entry_path,
+                "so_path": self.so_path}
+
+
+class _ProcessState:
+    """What one process remembers: loaded modules, verified files, dlopen'ed inodes."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.modules: dict[tuple[str, str], Any] = {}  # (entry dir, entry id) -> tvm_ffi.Module
+        self.verified_sha: set[str] = set()
+        self.dlopened: dict[str, int] = {}
+        self.name_locks: dict[str, threading.Lock] = {}
+
+    def name_lock(self, name: str) -> threading.Lock:
+        with self.lock:
+            return self.name_locks.setdefault(name, threading.Lock())
+
+
+_state = _ProcessState()
+
+
+def reset_process_state() -> None:
+    """Forget loaded modules, verified checksums and counters (tests; a long-lived REPL).
+
+    What dlopen has mapped is remembered: the dynamic loader itself never forgets a path, so
+    a later load of a replaced file at that path must still go through a private copy.
+    """
+    global _state
+    dlopened = _state.dlopened
+    _state = _ProcessState()
+    _state.dlopened = dlopened
+    events.reset_stats()
 
 
 @dataclass
-class _Lookup:
-    entry: store.Entry | None
-    reason: str  # why nothing valid was found
-    reason_code: str
+class _Ctx:
+    """One load: the spec, its settings, and what was learned on the way (refusals, keys)."""
+
+    spec: KernelSpec
+    s: Settings
+    store: LocalStore
+    t0: float = field(default_factory=time.monotonic)
     refused: list[str] = field(default_factory=list)
+    lease: Any = None  # a fleet compile lease this load holds (released after the upload)
+    _skey: str | None = None
+
+    def result(self, status: str, entry: Entry, reason: str = "") -> WarmResult:
+        return WarmResult(self.spec.name, status, time.monotonic() - self.t0, reason, entry.entry_id,
+                          str(entry.path), str(entry.so_path))
+
+    def skey(self) -> str | None:
+        """The toolchain-free source key, or None when the target arch is unknown."""
+        if self._skey is None:
+            try:
+                archs = gpu.target_archs(self.s.cuda_arch) if self.spec.is_cuda else ()
+                tvm = toolchain.tvm_ffi_paths(self.s.memo_dir).version
+            except ToolchainError:
+                return None
+            self._skey = key.source_key(self.spec, archs, tvm, self.s)
+        return self._skey
+
+    def installation(self) -> validate.Installation:
+        return validate.Installation(toolchain.tvm_ffi_paths(self.s.memo_dir).version,
+                                     key.anchors_of(self.spec), self.s.cuda_arch)
 
 
-def _name_lock(name: str) -> threading.Lock:
-    with _proc_lock:
-        return _name_locks.setdefault(name, threading.Lock())
-
-
-# -- lookup -------------------------------------------------------------------------------------
-def _lookup(plan: BuildPlan, l1: key.Level1) -> _Lookup:
-    anchors = key.anchors_for(plan)
-    refused: list[str] = []
-    first_reason = ""
-    for entry in store.candidates(plan.spec.name, l1.key):
-        m = entry.manifest
-        check = key.check_deps(m.get("deps", []), m.get("absent", []), anchors, entry.stat_cache())
-        if check.ok:
-            if check.refreshed:
-                entry.save_stat_cache(check.refreshed)
-            return _Lookup(entry, "", "")
-        first_reason = first_reason or check.reason
-        refused.append(f"{entry.path}: {check.reason}")
-    if first_reason:
-        return _Lookup(None, first_reason, "dependency_changed", refused)
-    return _Lookup(None, _nearest_diff(plan.spec.name, l1), "no_entry", refused)
-
-
-def _try_prebuilt(spec: KernelSpec) -> tuple[Any, store.Entry | None, list[str]]:
-    """First valid artifact from the read-only prebuilt roots; refusals are logged and returned."""
-    refused: list[str] = []
-    for entry in prebuilt.candidates(spec):
-        why = prebuilt.refusal(spec, entry)
-        if why is None:
-            mod, why, _ = _load_entry(spec, entry)
-            if mod is not None:
-                return mod, entry, refused
-        refused.append(f"prebuilt {entry.path}: {why}")
-        events.emit("prebuilt_refused", name=spec.name, entry=str(entry.path), reason=why)
-    return None, None, refused
-
-
-def _nearest_diff(name: str, l1: key.Level1) -> str:
-    """Why there is no entry: diff vs the most recently used manifest of the same kernel."""
-    entries = store.all_entries(name=name)
-    if not entries:
-        return "no cached entry for this kernel"
-    latest = max(entries, key=lambda e: e.last_used())
-    diffs = key.diff_inputs(latest.manifest.get("inputs", {}), l1.inputs)
-    return "; ".join(diffs) if diffs else "no entry for this build key"
-
-
-# -- validation -----------------------------------------------------------------------------------
-def _validate_before_dlopen(spec: KernelSpec, entry: store.Entry) -> str | None:
-    m = entry.manifest
-    if m.get("format") != MANIFEST_FORMAT:
-        return f"manifest format {m.get('format')} != {MANIFEST_FORMAT}"
-    mism = schema.compare(spec.functions, m.get("schemas", {}))
-    if mism:
-        return "manifest schema differs: " + "; ".join(f"{k}: expected {a}, found {b}" for k, (a, b) in mism.items())
-    sp = str(entry.so_path)
-    first = sp not in _verified_sha  # sha256 on the first load per process, size always
-    problem = schema.binary_problem(entry.so_path, list(spec.functions), m.get("so_size"),
-                                    m.get("so_sha256") if first else None)
-    if problem:
-        return problem
-    _verified_sha.add(sp)
-    return None
-
-
-def _dlopen_path(so_path: Path) -> Path:
+# -- acceptance: the one door every entry goes through ------------------------------------------
+def _dlopen_path(so_path: Path, store: LocalStore) -> Path:
     """A path that dlopen has not cached for different bytes.
 
     dlopen returns the already-loaded handle for a path it has seen, even if the file there was
@@ -130,57 +122,130 @@ def _dlopen_path(so_path: Path) -> Path:
     private per-process copy instead, so the new bytes really run.
     """
     ino = so_path.stat().st_ino
-    with _proc_lock:
-        seen = _dlopened.get(str(so_path))
+    with _state.lock:
+        seen = _state.dlopened.get(str(so_path))
         if seen is None or seen == ino:
-            _dlopened[str(so_path)] = ino
+            _state.dlopened[str(so_path)] = ino
             return so_path
     private = store.private_copy(so_path)
-    with _proc_lock:
-        _dlopened[str(private)] = private.stat().st_ino
+    with _state.lock:
+        _state.dlopened[str(private)] = private.stat().st_ino
     return private
 
 
-def _dlopen_and_check(spec: KernelSpec, so_path: Path, identity: str) -> tuple[Any, str | None, dict]:
+def _accept(ctx: _Ctx, entry: Entry) -> tuple[Any, validate.Rejection | None]:
+    """Validate and load an entry on local disk. (module, None) or (None, why not)."""
+    mkey = (str(entry.path), entry.entry_id)
+    with _state.lock:
+        mod = _state.modules.get(mkey)
+    if mod is not None:
+        return mod, None
+    sp = str(entry.so_path)
+    rej = validate.before_dlopen(ctx.spec, entry.manifest, entry.so_path, check_sha=sp not in _state.verified_sha)
+    if rej:
+        return None, rej
+    _state.verified_sha.add(sp)
     import tvm_ffi
 
     try:
-        so_path = _dlopen_path(so_path)
-        mod = tvm_ffi.load_module(str(so_path))
+        path = _dlopen_path(entry.so_path, ctx.store)
+        mod = tvm_ffi.load_module(str(path))
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
-        return None, f"dlopen failed: {type(e).__name__}: {e}", {}
-    ident = schema.read_identity(so_path)
-    if ident != identity:
-        return None, f"identity {ident!r} != manifest's {identity!r} (binary of another build)", {}
-    found = schema.exported_schemas(mod, list(spec.functions))
-    mism = schema.compare(spec.functions, found)
-    if mism:
-        return None, "exported schema differs: " + "; ".join(
-            f"{k}: expected {a}, found {b}" for k, (a, b) in mism.items()), mism
-    return mod, None, {}
+        return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
+    rej, _ = validate.after_dlopen(ctx.spec, entry.manifest, mod, path, entry.manifest.identity)
+    if rej:
+        return None, rej
+    with _state.lock:
+        _state.modules[mkey] = mod
+    return mod, None
 
 
-# -- build ----------------------------------------------------------------------------------------
-def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> store.Entry:
+def _reject(ctx: _Ctx, entry: Entry, rej: validate.Rejection) -> None:
+    events.emit("quarantine", name=ctx.spec.name, reason=str(rej), code=rej.code, entry=entry.entry_id)
+    ctx.store.quarantine(entry, str(rej))
+
+
+def _hit(ctx: _Ctx, entry: Entry) -> None:
+    entry.touch_used()
+    ctx.store.remember_hit(entry)
+
+
+# -- the places an entry can come from ---------------------------------------------------------
+def _foreign(ctx: _Ctx, entries: Iterator[Entry], strict_external: bool) -> tuple[Any, Entry | None]:
+    """First entry built elsewhere (prebuilt root, fetched fleet entry) that validates here."""
+    inst = None
+    for entry in entries:
+        inst = inst or ctx.installation()
+        rej = validate.installation_refusal(ctx.spec, entry.manifest, inst, prebuilt.cuda_runtime_loadable,
+                                            strict_external)
+        if rej is None:
+            mod, rej = _accept(ctx, entry)
+            if mod is not None:
+                return mod, entry
+        assert rej is not None
+        ctx.refused.append(f"{entry.origin} {entry.path}: {rej}")
+        events.emit(f"{entry.origin}_refused", name=ctx.spec.name, entry=str(entry.path), reason=str(rej))
+        if entry.origin == "fetched":
+            ctx.store.quarantine(entry, str(rej))
+    return None, None
+
+
+@dataclass
+class _LocalLook:
+    module: Any = None
+    entry: Entry | None = None
+    reason: str = ""
+    code: str = ""
+
+
+def _local(ctx: _Ctx, plan: BuildPlan, l1: key.Level1) -> _LocalLook:
+    """Entries under the level-1 key; the first whose recorded headers match and that loads."""
+    anchors = key.anchors_for(plan)
+    dep_reason, rejected = "", None
+    for entry in ctx.store.candidates(ctx.spec.name, l1.key):
+        m = entry.manifest
+        check = key.check_deps(m.deps, m.absent, anchors, entry.stat_cache())
+        if not check.ok:
+            dep_reason = dep_reason or check.reason
+            ctx.refused.append(f"{entry.path}: {check.reason}")
+            continue
+        if check.refreshed:
+            entry.save_stat_cache(check.refreshed)
+        mod, rej = _accept(ctx, entry)
+        if mod is not None:
+            return _LocalLook(mod, entry)
+        _reject(ctx, entry, rej)
+        rejected = rejected or rej
+    if rejected:
+        return _LocalLook(reason=f"cached entry rejected: {rejected}", code="rejected")
+    if dep_reason:
+        return _LocalLook(reason=dep_reason, code="dependency_changed")
+    from .diagnose import nearest_diff
+
+    return _LocalLook(reason=nearest_diff(ctx.store, ctx.spec.name, l1), code="no_entry")
+
+
+# -- building ------------------------------------------------------------------------------------
+def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
     """Build privately, check schemas (SchemaMismatch: nothing kept), publish atomically."""
-    spec = plan.spec
+    spec = ctx.spec
     try:
-        bdir = store.new_tmp_dir(l1.key)
+        bdir = ctx.store.new_tmp_dir(l1.key)
     except OSError as e:
         raise KernelCacheError(
             f"kernel {spec.name!r}: cannot create a build directory in the cache "
-            f"{config.cache_dir()}: {e}. Point KERNELCACHE_DIR at a writable directory, or use "
+            f"{ctx.s.cache_dir}: {e}. Point KERNELCACHE_DIR at a writable directory, or use "
             "a prebuilt artifact root (KERNELCACHE_PREBUILT) with KERNELCACHE_NO_BUILD=1") from e
     events.emit("build_start", name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
     t0 = time.monotonic()
     try:
-        out = build.run_build(plan, l1, bdir)
-        problem = schema.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
+        out = build.run_build(plan, l1, bdir, ctx.s.max_jobs)
+        problem = validate.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
         import tvm_ffi
 
-        mod = tvm_ffi.load_module(str(_dlopen_path(bdir / plan.so_name)))
-        found = schema.exported_schemas(mod, list(spec.functions))
-        mism = schema.compare(spec.functions, found)
+        mod = tvm_ffi.load_module(str(_dlopen_path(bdir / plan.so_name, ctx.store)))
+        found = validate.exported_schemas(mod, list(spec.functions))
+        mism = validate.compare(validate.expected_schemas(spec, None), found)
         if mism:
             raise SchemaMismatch(spec.name, mism, where="freshly built from the current sources")
         if problem:
@@ -189,173 +254,156 @@ def _build_and_publish(plan: BuildPlan, l1: key.Level1, reason: str) -> store.En
         events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         build.discard(bdir)
         raise
-    manifest = {
-        "format": MANIFEST_FORMAT,
-        "name": spec.name,
-        "key1": l1.key,
-        "entry_id": out.entry_id,
-        "identity": out.identity,
-        "so_name": plan.so_name,
-        "so_sha256": out.so_sha256,
-        "so_size": out.so_size,
-        "schemas": found,
-        "inputs": l1.inputs,
-        "deps": out.deps,
-        "absent": out.absent,
-        "build_seconds": round(out.seconds, 3),
-        "host": socket.gethostname(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "reason": reason,
-    }
-    import json
-
-    (bdir / store.MANIFEST).write_text(json.dumps(manifest, sort_keys=True, separators=(",", ":")))
+    m = Manifest(name=spec.name, key1=l1.key, entry_id=out.entry_id, identity=out.identity,
+                 so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
+                 inputs=l1.inputs, deps=out.deps, absent=out.absent, skey=ctx.skey() or "",
+                 build_seconds=round(out.seconds, 3), host=manifest_mod.this_host(),
+                 created=manifest_mod.utc_now(), reason=reason)
+    manifest_mod.write(bdir, m)
     events.emit("build_done", name=spec.name, seconds=out.seconds, entry=out.entry_id)
     if not out.publishable:
         events.emit("race_guard", name=spec.name, reason=out.not_publishable_reason)
-        return store.Entry(path=bdir, manifest=manifest)
-    dest, won = store.publish(bdir, spec.name, l1.key, out.entry_id)
+        return Entry(bdir, m)
+    dest, won = ctx.store.publish(bdir, spec.name, l1.key, out.entry_id)
     if not won:
         events.emit("publish_race_lost", name=spec.name, entry=out.entry_id)
-    entry = store.read_entry(dest) or store.Entry(path=dest, manifest=manifest)
-    return entry
+    return Entry(dest, manifest_mod.read(dest) or m)
 
 
-# -- public API ---------------------------------------------------------------------------------
-def _load_entry(spec: KernelSpec, entry: store.Entry) -> tuple[Any, str | None, dict]:
-    with _proc_lock:
-        mod = _modules.get(entry.entry_id)
-    if mod is not None:
-        return mod, None, {}
-    problem = _validate_before_dlopen(spec, entry)
-    if problem:
-        return None, problem, {}
-    mod, problem, mism = _dlopen_and_check(spec, entry.so_path, entry.manifest.get("identity", ""))
-    if mod is not None:
-        with _proc_lock:
-            _modules[entry.entry_id] = mod
-    return mod, problem, mism
+def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[Any, Entry]:
+    """Build, accept; a rejected fresh build is quarantined and rebuilt once."""
+    rej = None
+    for _ in range(2):
+        entry = _build(ctx, plan, l1, reason)
+        mod, rej = _accept(ctx, entry)
+        if mod is not None:
+            _hit(ctx, entry)
+            return mod, entry
+        _reject(ctx, entry, rej)
+    assert rej is not None
+    if rej.mismatches:
+        raise SchemaMismatch(ctx.spec.name, rej.mismatches, where="after rebuild")
+    raise KernelCacheError(f"kernel {ctx.spec.name!r}: freshly built entry rejected: {rej}")
 
 
-def _load_impl(spec: KernelSpec) -> tuple[Any, WarmResult]:
-    t0 = time.monotonic()
-    pre_refused: list[str] = []
-    if not config.rebuild():
-        mod, entry, pre_refused = _try_prebuilt(spec)
-        if mod is not None and entry is not None:
+# -- the pipeline --------------------------------------------------------------------------------
+def _fleet():
+    from .storage import fleet  # imported only when a remote is configured
+
+    return fleet
+
+
+def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
+    ctx = _Ctx(spec, s, LocalStore(s))
+    if not s.rebuild:
+        mod, entry = _foreign(ctx, prebuilt.candidates(spec.name, s), strict_external=False)
+        if mod is not None:
             events.emit("prebuilt_hit", name=spec.name, entry=entry.entry_id)
-            return mod, WarmResult(spec.name, "prebuilt", time.monotonic() - t0, "", entry.entry_id, str(entry.path))
+            return mod, ctx.result("prebuilt", entry)
     try:
-        plan = make_plan(spec)
-        l1 = key.level1(plan)
+        plan = make_plan(spec, s)
+        l1 = key.level1(plan, s)
     except ToolchainError as e:
-        if config.no_build():
-            raise CacheMissError(spec.name, f"no usable prebuilt artifact and no toolchain: {e}", pre_refused) from e
-        raise
-    rebuilt_once = False
-    forced = config.rebuild()
-    with _name_lock(spec.name):
-        while True:
-            look = _lookup(plan, l1) if not forced else _Lookup(None, "rebuild requested", "rebuild")
-            if look.entry is not None:
-                mod, problem, mism = _load_entry(spec, look.entry)
-                if mod is not None:
-                    look.entry.touch_used()
-                    events.emit("hit", name=spec.name, entry=look.entry.entry_id)
-                    return mod, WarmResult(spec.name, "hit", time.monotonic() - t0, "",
-                                           look.entry.entry_id, str(look.entry.path))
-                events.emit("quarantine", name=spec.name, reason=problem, entry=look.entry.entry_id)
-                store.quarantine(look.entry, problem or "rejected")
-                if rebuilt_once:
-                    if mism:
-                        raise SchemaMismatch(spec.name, mism, where="after rebuild")
-                    raise KernelCacheError(f"kernel {spec.name!r}: rebuilt entry rejected: {problem}")
-                look = _Lookup(None, f"cached entry rejected: {problem}", "rejected")
-            reason = look.reason
-            events.emit("miss", name=spec.name, reason=reason, reason_code=look.reason_code)
-            if config.no_build():
-                raise CacheMissError(spec.name, reason, pre_refused + look.refused)
-            with single_flight(l1.key, spec.name, config.cache_dir()):
-                # Double-checked: another process may have published while we waited.
-                again = _lookup(plan, l1) if not forced else _Lookup(None, reason, "rebuild")
-                if again.entry is not None and not rebuilt_once:
-                    mod, problem, mism = _load_entry(spec, again.entry)
-                    if mod is not None:
-                        again.entry.touch_used()
-                        events.emit("hit", name=spec.name, entry=again.entry.entry_id, after_wait=True)
-                        return mod, WarmResult(spec.name, "hit", time.monotonic() - t0, "built by another process",
-                                               again.entry.entry_id, str(again.entry.path))
-                    events.emit("quarantine", name=spec.name, reason=problem, entry=again.entry.entry_id)
-                    store.quarantine(again.entry, problem or "rejected")
-                entry = _build_and_publish(plan, l1, reason)
-            forced = False
-            mod, problem, mism = _load_entry(spec, entry)
+        return _without_toolchain(ctx, e)
+    with _state.name_lock(spec.name):
+        look = _LocalLook(reason="rebuild requested", code="rebuild") if s.rebuild else _local(ctx, plan, l1)
+        if look.module is not None:
+            _hit(ctx, look.entry)
+            events.emit("hit", name=spec.name, entry=look.entry.entry_id)
+            return look.module, ctx.result("hit", look.entry)
+        if not s.rebuild and ctx.skey():
+            mod, entry = _foreign(ctx, ctx.store.fetched(spec.name, ctx.skey()), strict_external=True)
             if mod is not None:
-                entry.touch_used()
-                return mod, WarmResult(spec.name, "built", time.monotonic() - t0, reason,
-                                       entry.entry_id, str(entry.path))
-            if rebuilt_once:
-                if mism:
-                    raise SchemaMismatch(spec.name, mism, where="after rebuild")
-                raise KernelCacheError(f"kernel {spec.name!r}: freshly built entry rejected: {problem}")
-            events.emit("quarantine", name=spec.name, reason=problem, entry=entry.entry_id)
-            store.quarantine(entry, problem or "rejected")
-            rebuilt_once = True
+                _hit(ctx, entry)
+                events.emit("hit", name=spec.name, entry=entry.entry_id, fetched=True)
+                return mod, ctx.result("hit", entry, "fetched earlier from the fleet cache")
+        events.emit("miss", name=spec.name, reason=look.reason, reason_code=look.code)
+        if s.no_build and not s.remote_enabled:
+            raise CacheMissError(spec.name, look.reason, ctx.refused)
+        with single_flight(l1.key, spec.name, s):
+            if not s.rebuild:  # double-checked: another process may have published meanwhile
+                again = _local(ctx, plan, l1)
+                if again.module is not None:
+                    _hit(ctx, again.entry)
+                    events.emit("hit", name=spec.name, entry=again.entry.entry_id, after_wait=True)
+                    return again.module, ctx.result("hit", again.entry, "built by another process")
+            if s.remote_enabled and not s.rebuild:
+                got = _fleet().obtain(ctx, _foreign, can_build=not s.no_build)
+                if got is not None:
+                    return got
+            if s.no_build:
+                raise CacheMissError(spec.name, look.reason, ctx.refused)
+            try:
+                mod, entry = _build_and_accept(ctx, plan, l1, look.reason)
+                if s.remote_writable:
+                    _fleet().upload(ctx, entry)
+            finally:
+                if ctx.lease is not None:
+                    ctx.lease.release()
+    return mod, ctx.result("built", entry, look.reason)
 
 
-def load(spec: KernelSpec) -> Any:
-    """Build (if needed), validate and load a kernel module; the same object on repeat calls."""
+def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]:
+    """No compiler here (a serving pod): fetched fleet entries and the fleet, else a clear error."""
+    spec, s = ctx.spec, ctx.s
+    skey = ctx.skey()
+    if skey and not s.rebuild:
+        with _state.name_lock(spec.name):
+            mod, entry = _foreign(ctx, ctx.store.fetched(spec.name, skey), strict_external=True)
+            if mod is not None:
+                _hit(ctx, entry)
+                events.emit("hit", name=spec.name, entry=entry.entry_id, fetched=True)
+                return mod, ctx.result("hit", entry, "fetched earlier from the fleet cache")
+            if s.remote_enabled:
+                with single_flight("skey:" + skey, spec.name, s):
+                    got = _fleet().obtain(ctx, _foreign, can_build=False)
+                    if got is not None:
+                        return got
+    if s.no_build:
+        raise CacheMissError(spec.name, f"no usable prebuilt or fleet artifact and no toolchain: {err}",
+                             ctx.refused) from err
+    raise err
+
+
+# -- public API ----------------------------------------------------------------------------------
+def load_with_result(spec: KernelSpec, settings: Settings | None = None) -> tuple[Any, WarmResult]:
+    """Like load(), also returning what happened (hit/built/prebuilt/remote, seconds, reason)."""
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"kernelcache.load expects a KernelSpec, got {type(spec).__name__}")
-    mod, _ = _load_impl(spec)
-    return mod
+    s = resolve(settings)
+    with events.logging_to(s.log):
+        return _pipeline(spec, s)
 
 
-def load_with_result(spec: KernelSpec) -> tuple[Any, WarmResult]:
-    """Like load(), also returning what happened (hit/built/prebuilt, seconds, reason)."""
-    return _load_impl(spec)
+def load(spec: KernelSpec, settings: Settings | None = None) -> Any:
+    """Build (if needed), validate and load a kernel module; the same object on repeat calls."""
+    return load_with_result(spec, settings)[0]
 
 
-def _warm_one(spec: KernelSpec) -> WarmResult:
+def _warm_one(spec: KernelSpec, s: Settings) -> WarmResult:
     t0 = time.monotonic()
     try:
-        _, res = _load_impl(spec)
-        return res
+        return load_with_result(spec, s)[1]
     except Exception as e:  # noqa: BLE001 - reported per spec, never aborts the others
         return WarmResult(spec.name, "failed", time.monotonic() - t0, f"{type(e).__name__}: {e}", error=e)
 
 
-def warm(specs: Iterable[KernelSpec], jobs: int | None = None) -> list[WarmResult]:
+def warm(specs: Iterable[KernelSpec], jobs: int | None = None, settings: Settings | None = None) -> list[WarmResult]:
     """Build/load several specs in parallel; one result per spec, failures included."""
     specs = list(specs)
     if not specs:
         return []
-    store.sweep_tmp()
+    s = resolve(settings)
+    LocalStore(s).sweep_tmp()
     n = jobs or min(len(specs), max(1, (os.cpu_count() or 2) // 2))
     if n <= 1:
-        return [_warm_one(s) for s in specs]
+        return [_warm_one(sp, s) for sp in specs]
     with ThreadPoolExecutor(max_workers=n) as ex:
-        return list(ex.map(_warm_one, specs))
+        return list(ex.map(lambda sp: _warm_one(sp, s), specs))
 
 
-def explain(spec: KernelSpec) -> dict:
-    """What the key is made of and why a lookup would miss (diff vs the nearest manifest)."""
-    pre = []
-    for entry in prebuilt.candidates(spec):
-        why = prebuilt.refusal(spec, entry)
-        pre.append({"entry": str(entry.path), "usable": why is None, "reason": why or ""})
-    plan = make_plan(spec)
-    l1 = key.level1(plan)
-    look = _lookup(plan, l1)
-    usable_pre = next((p for p in pre if p["usable"]), None)
-    status = "prebuilt" if usable_pre else ("hit" if look.entry else "miss")
-    return {
-        "name": spec.name,
-        "key1": l1.key,
-        "inputs": l1.inputs,
-        "status": status,
-        "entry": usable_pre["entry"] if usable_pre else (str(look.entry.path) if look.entry else None),
-        "reason": look.reason,
-        "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre if not p["usable"]] + look.refused,
-        "prebuilt": pre,
-    }
+def explain(spec: KernelSpec, settings: Settings | None = None) -> dict:
+    """See ``kernelcache.diagnose.explain`` (read-only: what a load would do, and why)."""
+    from .diagnose import explain as _explain
+
+    return _explain(spec, settings)

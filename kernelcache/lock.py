@@ -19,16 +19,17 @@ from typing import Iterator
 
 import filelock
 
-from . import config, events
+from . import events
+from .settings import Settings
 from .errors import LockTimeout
 
 POLL_S = 0.01  # flock polls are cheap; waiters should see a published entry promptly
 LOG_EVERY_S = 5.0
 
 
-def lock_path_for(key1: str, cache_root: Path) -> Path:
-    tag = hashlib.sha256(f"{cache_root}\0{key1}".encode()).hexdigest()[:32]
-    return config.lock_dir() / f"{tag}.lock"
+def lock_path_for(key1: str, settings: Settings) -> Path:
+    tag = hashlib.sha256(f"{settings.cache_dir}\0{key1}".encode()).hexdigest()[:32]
+    return settings.lock_dir / f"{tag}.lock"
 
 
 def _holder_info(lock_path: Path) -> str:
@@ -52,19 +53,19 @@ def _probe(lock_path: Path) -> OSError | None:
 
 
 @contextmanager
-def single_flight(key1: str, name: str, cache_root: Path) -> Iterator[bool]:
+def single_flight(key1: str, name: str, settings: Settings) -> Iterator[bool]:
     """Hold the build lock for ``key1``. Yields True if held, False if unusable (build privately).
 
-    Raises LockTimeout when another builder holds it past KERNELCACHE_LOCK_TIMEOUT.
+    Raises LockTimeout when another builder holds it past ``Settings.lock_timeout``.
     """
-    path = lock_path_for(key1, cache_root)
+    path = lock_path_for(key1, settings)
     err = _probe(path)
     if err is not None:
         events.emit("lock_unusable", name=name, lock=str(path), error=f"{type(err).__name__}: {err}")
         yield False
         return
     lk = filelock.FileLock(str(path), timeout=0)
-    deadline_s = config.lock_timeout()
+    deadline_s = settings.lock_timeout
     t0 = time.monotonic()
     next_log = t0 + LOG_EVERY_S
     waited_logged = False

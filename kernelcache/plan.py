@@ -9,7 +9,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import toolchain
+from . import gpu, toolchain
+from .settings import Settings
 from .spec import KernelSpec
 
 ROOT = "${ROOT}"
@@ -80,10 +81,12 @@ def _resolve_dirs(spec: KernelSpec, dirs) -> list[str]:
     return [str(spec.abspath(d)) for d in dirs]
 
 
-def make_plan(spec: KernelSpec) -> BuildPlan:
-    tvm = toolchain.tvm_ffi_paths()
+def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
+    """The plan for ``spec`` on this machine (raises ToolchainError when a tool is missing)."""
+    memo = settings.memo_dir
+    tvm = toolchain.tvm_ffi_paths(memo)
     cxx = os.path.realpath(toolchain.find_cxx())
-    tools = {"cxx": toolchain.tool_identity(cxx)}
+    tools = {"cxx": toolchain.tool_identity(cxx, memo)}
     user_inc = _resolve_dirs(spec, spec.include_dirs)
     sys_inc = _resolve_dirs(spec, spec.system_include_dirs)
     include_dirs = [*user_inc, tvm.include_dir, *sys_inc]
@@ -103,13 +106,13 @@ def make_plan(spec: KernelSpec) -> BuildPlan:
     if spec.is_cuda:
         cuda_home = toolchain.find_cuda_home()
         nvcc = os.path.join(cuda_home, "bin", "nvcc")
-        tools["nvcc"] = toolchain.tool_identity(nvcc)
+        tools["nvcc"] = toolchain.tool_identity(nvcc, memo)
         host = os.environ.get("NVCC_CCBIN") or toolchain.shutil.which("g++") or toolchain.shutil.which("c++")
         if host:
-            tools["nvcc_host"] = toolchain.tool_identity(host)
-        archs = toolchain.cuda_archs()
+            tools["nvcc_host"] = toolchain.tool_identity(host, memo)
+        archs = gpu.target_archs(settings.cuda_arch)
         cuda_inc = os.path.join(cuda_home, "include")
-        cuda_flags = [*BASE_CUDAFLAGS, *toolchain.gencode_flags(archs), *spec.cuda_cflags, *inc_flags]
+        cuda_flags = [*BASE_CUDAFLAGS, *gpu.gencode_flags(archs), *spec.cuda_cflags, *inc_flags]
         include_dirs.append(cuda_inc)
         lib64 = os.path.join(cuda_home, "lib64")
         ld_flags += [f"-L{lib64}", "-lcudart", f"-Wl,-rpath,{lib64}"]

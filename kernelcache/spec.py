@@ -31,7 +31,10 @@ class KernelSpec:
 
     ``functions`` maps each exported function name to its expected signature, written the way
     tvm-ffi prints a type schema, e.g. ``"Callable[[Tensor, int], None]"``. The loader refuses
-    a module whose exported metadata differs, so a stale binary is never called.
+    a module whose exported metadata differs, so a stale binary is never called. A schema of
+    ``None`` means "learned": the function must exist, and the schemas the first good build
+    exported (recorded in its manifest) are what every later load of that entry must match
+    (the drop-in for ``tvm_ffi.cpp`` uses this: its callers name functions, not signatures).
     """
 
     name: str
@@ -42,7 +45,7 @@ class KernelSpec:
     cflags: Sequence[str] = ()
     cuda_cflags: Sequence[str] = ()
     ldflags: Sequence[str] = ()
-    functions: Mapping[str, str] = field(default_factory=dict)
+    functions: Mapping[str, str | None] = field(default_factory=dict)
     backend: str = "auto"  # "auto" | "cpu" | "cuda"
 
     def __post_init__(self) -> None:
@@ -63,7 +66,7 @@ class KernelSpec:
             object.__setattr__(self, attr, _tuple_of_str(getattr(self, attr)))
         fns = dict(self.functions or {})
         for k, v in fns.items():
-            if not isinstance(k, str) or not _NAME_RE.match(k) or not isinstance(v, str):
+            if not isinstance(k, str) or not _NAME_RE.match(k) or not (v is None or isinstance(v, str)):
                 raise SpecError(f"KernelSpec {self.name!r}: bad function entry {k!r}: {v!r}")
         object.__setattr__(self, "functions", dict(sorted(fns.items())))
         if self.backend not in ("auto", "cpu", "cuda"):

@@ -31,7 +31,6 @@ ENV_ALLOWLIST = (
     "NVCC_APPEND_FLAGS",
     "NVCC_CCBIN",
     "CUDAHOSTCXX",
-    "KERNELCACHE_CACHE_BUSTER",
 )
 
 _memo_lock = threading.Lock()
@@ -64,10 +63,9 @@ def _stat_key(path: str) -> tuple:
     return (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
-def _disk_memo_dir() -> Path | None:
-    from .config import cache_dir
-
-    d = cache_dir() / "v1" / "toolchain"
+def _usable_dir(d: Path | None) -> Path | None:
+    if d is None:
+        return None
     try:
         d.mkdir(parents=True, exist_ok=True)
         return d
@@ -75,14 +73,14 @@ def _disk_memo_dir() -> Path | None:
         return None
 
 
-def disk_memo(kind: str, skey: tuple, compute) -> dict:
-    """Memoise ``compute()`` per process and on disk, keyed by a binary's stat."""
+def disk_memo(kind: str, skey: tuple, compute, memo_dir: Path | None = None) -> dict:
+    """Memoise ``compute()`` per process and (given ``memo_dir``) on disk, keyed by a binary's stat."""
     with _memo_lock:
         hit = _identity_memo.get((kind, skey))
     if hit is not None:
         return hit
     name = hashlib.sha256(json.dumps([kind, *skey]).encode()).hexdigest()[:32]
-    d = _disk_memo_dir()
+    d = _usable_dir(memo_dir)
     value = None
     if d is not None:
         try:
@@ -103,7 +101,7 @@ def disk_memo(kind: str, skey: tuple, compute) -> dict:
     return value
 
 
-def tool_identity(path: str) -> dict:
+def tool_identity(path: str, memo_dir: Path | None = None) -> dict:
     """Identity of an executable: realpath, size, mtime and its `--version` banner."""
     real = os.path.realpath(path)
     try:
@@ -121,14 +119,14 @@ def tool_identity(path: str) -> dict:
             banner = f"<--version failed: {e}>"
         return {"path": real, "size": skey[1], "mtime_ns": skey[2], "version": banner}
 
-    return disk_memo("tool", skey, compute)
+    return disk_memo("tool", skey, compute, memo_dir)
 
 
-def file_identity(path: str) -> dict:
+def file_identity(path: str, memo_dir: Path | None = None) -> dict:
     """Content hash of a library we link against (libtvm_ffi.so), memoised by stat."""
     real = os.path.realpath(path)
     skey = _stat_key(real)
-    return disk_memo("file", skey, lambda: {"path": real, "sha256": sha256_file(real)})
+    return disk_memo("file", skey, lambda: {"path": real, "sha256": sha256_file(real)}, memo_dir)
 
 
 # -- compilers ------------------------------------------------------------------------------
@@ -204,7 +202,7 @@ class TvmFfiPaths:
 _tvm_paths: TvmFfiPaths | None = None
 
 
-def tvm_ffi_paths() -> TvmFfiPaths:
+def tvm_ffi_paths(memo_dir: Path | None = None) -> TvmFfiPaths:
     global _tvm_paths
     if _tvm_paths is None:
         spec = importlib.util.find_spec("tvm_ffi")
@@ -226,76 +224,9 @@ def tvm_ffi_paths() -> TvmFfiPaths:
 
         # metadata lookups cost ~0.5 ms per process: memoise by the package dir and library stat
         skey = (*_stat_key(pkg), *_stat_key(lib), *_stat_key(os.path.dirname(pkg)))
-        ver = disk_memo("tvm_ffi_version", skey, distribution_version)["version"]
+        ver = disk_memo("tvm_ffi_version", skey, distribution_version, memo_dir)["version"]
         _tvm_paths = TvmFfiPaths(pkg, inc, lib, ver)
     return _tvm_paths
-
-
-# -- CUDA target arch ----------------------------------------------------------------------
-_arch_memo: dict[str, tuple[str, ...]] = {}
-
-
-def _normalise_arch(token: str) -> str:
-    t = token.strip().lower().replace("sm_", "").replace("compute_", "")
-    if not t:
-        raise ToolchainError("empty CUDA arch")
-    if "." not in t:  # "90" / "90a" -> "9.0" / "9.0a"
-        digits = "".join(c for c in t if c.isdigit())
-        suffix = t[len(digits):]
-        if len(digits) < 2:
-            raise ToolchainError(f"cannot parse CUDA arch {token!r} (expected e.g. 9.0, 9.0a, sm_90)")
-        t = f"{digits[:-1]}.{digits[-1]}{suffix}"
-    major, _, minor = t.partition(".")
-    if not major.isdigit() or not minor or not minor[0].isdigit():
-        raise ToolchainError(f"cannot parse CUDA arch {token!r} (expected e.g. 9.0, 9.0a, sm_90)")
-    return t
-
-
-def parse_arch_list(value: str) -> tuple[str, ...]:
-    toks = [t for t in value.replace(",", " ").replace(";", " ").split() if t]
-    return tuple(sorted({_normalise_arch(t) for t in toks}))
-
-
-def detect_gpu_archs(timeout: float = 10.0) -> tuple[str, ...]:
-    """Compute capabilities of visible GPUs via nvidia-smi (no CUDA context; bounded wait)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return ()
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    if out.returncode != 0:
-        return ()
-    return tuple(sorted({_normalise_arch(l) for l in out.stdout.split() if l.strip()}))
-
-
-def cuda_archs() -> tuple[str, ...]:
-    """Target archs: KERNELCACHE_CUDA_ARCH, then TVM_FFI_CUDA_ARCH_LIST, then the visible GPUs."""
-    for var in ("KERNELCACHE_CUDA_ARCH", "TVM_FFI_CUDA_ARCH_LIST"):
-        v = os.environ.get(var, "").strip()
-        if v:
-            return parse_arch_list(v)
-    if "gpu" not in _arch_memo:
-        _arch_memo["gpu"] = detect_gpu_archs()
-    archs = _arch_memo["gpu"]
-    if not archs:
-        raise ToolchainError(
-            "no CUDA target arch: set KERNELCACHE_CUDA_ARCH (e.g. 9.0) or TVM_FFI_CUDA_ARCH_LIST; "
-            "no visible GPU was found to detect it from"
-        )
-    return archs
-
-
-def gencode_flags(archs: tuple[str, ...]) -> list[str]:
-    flags = []
-    for a in archs:
-        num = a.replace(".", "")
-        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
-    return flags
 
 
 def env_inputs() -> dict[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..errors import UnknownKernel
 from ..spec import KernelSpec
 
 # kernel name (KernelSpec.name) -> module that defines spec()
@@ -36,9 +37,9 @@ def shipped_kernel_names() -> list[str]:
 def shipped_specs(names: list[str] | None = None) -> dict[str, KernelSpec]:
     """KernelSpecs of the shipped kernels (all, or the given names), keyed by name."""
     wanted = shipped_kernel_names() if names is None else list(names)
-    unknown = [n for n in wanted if n not in _KERNEL_MODULES]
-    if unknown:
-        raise KeyError(f"unknown kernel(s) {unknown}; shipped: {shipped_kernel_names()}")
+    for n in wanted:
+        if n not in _KERNEL_MODULES:
+            raise UnknownKernel(n, shipped_kernel_names())
     return {n: importlib.import_module(_KERNEL_MODULES[n]).spec() for n in wanted}
 
 

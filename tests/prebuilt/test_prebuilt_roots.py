@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import kernelcache as kc
-from kernelcache import prebuilt, store
+from kernelcache import export, manifest
+from kernelcache.storage.entry import Entry
 from conftest import make_project, project_spec, spec_code
 
 
@@ -17,13 +18,13 @@ from conftest import make_project, project_spec, spec_code
 def artifact_root(kc_env, project, tmp_path, monkeypatch):
     """Build the test kernel into a scratch cache, export it as a relocatable artifact root."""
     kc.load(project_spec(project))
-    entry = store.read_entry(kc_env.entries()[0])
+    path = kc_env.entries()[0]
     root = tmp_path / "artifacts"
-    prebuilt.export_entry(entry, root, None)
+    export.export_entry(Entry(path, manifest.read(path)), root, None)
     shutil.rmtree(kc_env.cache)  # nothing left in the writable cache
     monkeypatch.setenv("KERNELCACHE_PREBUILT", str(root))
     monkeypatch.setenv("KERNELCACHE_NO_BUILD", "1")
-    kc.loader._modules.clear()
+    kc.reset_process_state()
     return root
 
 
@@ -93,7 +94,8 @@ def test_artifact_for_another_cuda_arch_is_refused(kc_env, tmp_path, monkeypatch
     monkeypatch.setenv("KERNELCACHE_CUDA_ARCH", "8.0")
     kc.load(spec)
     root = tmp_path / "cuda_artifacts"
-    prebuilt.export_entry(store.read_entry(kc_env.entries("cuk")[0]), root, "13")
+    path = kc_env.entries("cuk")[0]
+    export.export_entry(Entry(path, manifest.read(path)), root, "13")
     monkeypatch.setenv("KERNELCACHE_PREBUILT", str(root))
     monkeypatch.setenv("KERNELCACHE_NO_BUILD", "1")
     monkeypatch.setenv("KERNELCACHE_CUDA_ARCH", "9.0")
@@ -101,7 +103,7 @@ def test_artifact_for_another_cuda_arch_is_refused(kc_env, tmp_path, monkeypatch
     with pytest.raises(kc.CacheMissError, match=r"built for arch \['8.0'\], this machine needs \['9.0'\]"):
         kc.load(spec)
     monkeypatch.setenv("KERNELCACHE_CUDA_ARCH", "8.0")
-    kc.loader._modules.clear()
+    kc.reset_process_state()
     assert kc.loader.load_with_result(spec)[1].status == "prebuilt"
 
 

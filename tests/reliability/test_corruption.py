@@ -89,7 +89,7 @@ def test_stale_manifest_schema_is_rejected_before_dlopen(kc_env, tmp_path):
     m["schemas"] = {"add": "Callable[[int, int], int]"}  # what an older build exported
     (new_entry / "manifest.json").write_text(json.dumps(m))
     kc_env.reset_counts()
-    kc.loader._modules.clear()
+    kc.reset_process_state()
     assert kc.load(spec3).add(1, 1, 1) == 3
     assert kc_env.compiles() == 1
     assert any("manifest schema differs" in (q / "QUARANTINE_REASON").read_text() for q in _quarantined(kc_env))

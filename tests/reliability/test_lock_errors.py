@@ -16,8 +16,9 @@ from conftest import project_spec, spec_code
 def _lock_file(kc_env, project):
     from kernelcache import key, plan
 
-    l1 = key.level1(plan.make_plan(project_spec(project)))
-    return lock.lock_path_for(l1.key, kc.cache_dir())
+    s = kc.Settings.from_env()
+    l1 = key.level1(plan.make_plan(project_spec(project), s), s)
+    return lock.lock_path_for(l1.key, s)
 
 
 def test_lock_path_is_a_directory_builds_privately(kc_env, project):
@@ -53,8 +54,9 @@ def test_waiter_logs_holder_and_deadline_ends_wait(kc_env, project):
         from kernelcache import key, plan
         sys.path.insert(0, {str(__import__('conftest').__file__.rsplit('/', 1)[0])!r})
         from conftest import project_spec
-        l1 = key.level1(plan.make_plan(project_spec(Path({str(project)!r}))))
-        with single_flight(l1.key, "adder", kc.cache_dir()):
+        s = kc.Settings.from_env()
+        l1 = key.level1(plan.make_plan(project_spec(Path({str(project)!r})), s), s)
+        with single_flight(l1.key, "adder", s):
             print("held", flush=True)
             time.sleep(60)
     """)], env=kc_env.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)

@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 import kernelcache as kc
-from kernelcache import key, lock, plan, store, toolchain
+from kernelcache import key, lock, manifest, plan, toolchain
 from conftest import make_project, project_spec, spec_code
 
 
 def _key1(spec) -> str:
-    return key.level1(plan.make_plan(spec)).key
+    s = kc.Settings.from_env()
+    return key.level1(plan.make_plan(spec, s), s).key
 
 
 def test_orphaned_lock_artifacts_of_a_dead_builder_do_not_block(kc_env, project):
     """#3/#1: a persistent cache volume holding a lock file and holder note of a dead process."""
-    lf = lock.lock_path_for(_key1(project_spec(project)), kc.cache_dir())
+    lf = lock.lock_path_for(_key1(project_spec(project)), kc.Settings.from_env())
     lf.parent.mkdir(parents=True, exist_ok=True)
     lf.write_text("")
     Path(str(lf) + ".holder").write_text(json.dumps({"pid": 999999, "host": "gone", "since": time.time() - 3600}))
@@ -77,7 +78,7 @@ def test_loser_of_a_publish_race_uses_its_own_copy_when_the_winner_is_incomplete
     assert mod.add(2, 2) == 4 and res.status == "built"
     assert kc.stats()["publish_races_lost"] == 1
     assert Path(res.entry_path).parent.name == "tmp"  # loaded from its own complete build
-    assert store.read_entry(winner) is None  # the incomplete directory was left alone
+    assert manifest.read(winner) is None  # the incomplete directory was left alone
 
 
 def test_max_jobs_one_still_builds_and_failures_raise(kc_env, tmp_path, monkeypatch):

@@ -1,0 +1,94 @@
+"""`kernelcache warm | ls | stats | verify | explain | prune | clean | doctor | build | pack | push | remote`.
+
+The CLI is a thin shell over the public API: every command works on the shipped kernels by
+name (``kernelcache.kernels``) and on the settings of the environment, with the global
+``--remote``/``--remote-mode`` flags on top.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .cache import cmd_clean, cmd_explain, cmd_ls, cmd_prune, cmd_stats, cmd_verify, cmd_warm
+from .common import parse_age, parse_size
+from .tools import cmd_build, cmd_doctor, cmd_pack
+
+__all__ = ["main", "build_parser", "parse_age", "parse_size"]
+
+
+def _add_remote_commands(sub) -> None:
+    from . import remote
+
+    remote.add_parsers(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernelcache", description=__doc__.splitlines()[0])
+    p.add_argument("--remote", default=None, help="fleet cache URL (s3://, gs://, az://, file://); "
+                                                  "default: KERNELCACHE_REMOTE")
+    p.add_argument("--remote-mode", choices=("read", "readwrite", "off"), default=None,
+                   help="default: KERNELCACHE_REMOTE_MODE, else read when a remote is set")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("warm", help="build/load the shipped kernels into the cache and print a report")
+    w.add_argument("names", nargs="*", help="kernel names (default: all shipped)")
+    w.add_argument("-j", "--jobs", type=int, default=None)
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(fn=cmd_warm)
+    ls = sub.add_parser("ls", help="list cache entries (and prebuilt roots)")
+    ls.add_argument("name", nargs="?")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(fn=cmd_ls)
+    st = sub.add_parser("stats", help="per-kernel summary of the cache (every kernel it holds)")
+    st.add_argument("name", nargs="?")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(fn=cmd_stats)
+    v = sub.add_parser("verify", help="re-hash every cached .so against its manifest")
+    v.add_argument("name", nargs="?")
+    v.add_argument("--fix", action="store_true", help="quarantine bad entries")
+    v.set_defaults(fn=cmd_verify)
+    e = sub.add_parser("explain", help="what a kernel's key is made of and why it would miss")
+    e.add_argument("name")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(fn=cmd_explain)
+    pr = sub.add_parser("prune", help="evict least-recently-used entries by size and/or age")
+    pr.add_argument("--max-size", type=parse_size, default=None, help="e.g. 2G")
+    pr.add_argument("--max-age", type=parse_age, default=None, help="e.g. 30d")
+    pr.set_defaults(fn=cmd_prune)
+    c = sub.add_parser("clean", help="remove the whole cache")
+    c.add_argument("-y", "--yes", action="store_true")
+    c.set_defaults(fn=cmd_clean)
+    d = sub.add_parser("doctor", help="toolchain report")
+    d.set_defaults(fn=cmd_doctor)
+    b = sub.add_parser("build", help="build shipped kernels into a relocatable prebuilt artifact root")
+    b.add_argument("names", nargs="*")
+    b.add_argument("--arch", action="append", default=[], help="CUDA arch (repeatable), e.g. 9.0")
+    b.add_argument("--out", required=True)
+    b.set_defaults(fn=cmd_build)
+    pk = sub.add_parser("pack", help="pack an artifact root into a companion wheel")
+    pk.add_argument("root")
+    pk.add_argument("--tag", required=True, help="wheel name suffix, e.g. sm90")
+    pk.add_argument("--out", default="dist")
+    pk.add_argument("--version", default="0.1.0")
+    pk.set_defaults(fn=cmd_pack)
+    _add_remote_commands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from ..errors import KernelCacheError, UnknownKernel
+
+    try:
+        return int(args.fn(args) or 0)
+    except UnknownKernel as e:
+        print(f"kernelcache: {e}", file=sys.stderr)
+        return 2
+    except (KernelCacheError, ValueError) as e:
+        print(f"kernelcache: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

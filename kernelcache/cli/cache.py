@@ -1,0 +1,199 @@
+"""Commands over the local cache: warm, ls, verify, explain, prune, clean, stats."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+
+from .common import settings_of, specs, table
+
+
+def _cuda_unavailable(spec, s) -> str | None:
+    """Why a CUDA kernel cannot be built here (no nvcc / no target arch), or None."""
+    if not spec.is_cuda:
+        return None
+    from .. import gpu, toolchain
+    from ..errors import ToolchainError
+
+    try:
+        toolchain.find_cuda_home()
+        gpu.target_archs(s.cuda_arch)
+    except ToolchainError as e:
+        return f"{e}"
+    return None
+
+
+def cmd_warm(args) -> int:
+    from .. import loader
+
+    s = settings_of(args)
+    t_import = time.monotonic()
+    try:  # import once up front: per-kernel times then exclude the tvm-ffi (and torch) import
+        import tvm_ffi  # noqa: F401
+    except ImportError:
+        pass
+    t_import = time.monotonic() - t_import
+    t0 = time.monotonic()
+    todo, skipped = [], []
+    for spec in specs(args.names).values():
+        why = _cuda_unavailable(spec, s)
+        if why and not args.names and not s.remote_enabled and not s.prebuilt:
+            skipped.append(loader.WarmResult(spec.name, "skipped", 0.0, why))
+        else:
+            todo.append(spec)
+    results = loader.warm(todo, jobs=args.jobs, settings=s) + skipped
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results], indent=1))
+    else:
+        print(f"kernelcache: cache dir {s.cache_dir} (tvm-ffi import {t_import:.1f}s)")
+        rows = [[r.name, r.status, f"{r.seconds:.2f}s", (r.reason or "")[:100]] for r in results]
+        print(table(rows, ["kernel", "status", "time", "reason"]))
+        counts = {k: sum(r.status == k for r in results) for k in ("hit", "built", "prebuilt", "remote", "failed",
+                                                                   "skipped")}
+        print(", ".join(f"{v} {k}" for k, v in counts.items() if v or k in ("hit", "built", "failed"))
+              + f" in {time.monotonic() - t0:.1f}s")
+        for r in results:
+            if r.status == "failed":
+                print(f"\n--- {r.name} failed ---\n{r.reason}", file=sys.stderr)
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+def _all_entries(s, name):
+    """(entry, where) for the cache and every prebuilt root."""
+    from ..storage import prebuilt
+    from ..storage.local import LocalStore
+
+    out = [(e, "cache" if e.origin == "local" else "fetched") for e in LocalStore(s).entries(name)]
+    names = [name] if name else sorted({e.manifest.name for e, _ in out} | _prebuilt_names(s))
+    for n in names:
+        out += [(e, f"prebuilt:{e.path.parents[3]}") for e in prebuilt.candidates(n, s)]
+    return out
+
+
+def _prebuilt_names(s) -> set[str]:
+    from ..storage import prebuilt
+
+    names: set[str] = set()
+    for root in prebuilt.roots(s):
+        try:
+            names |= {p.name for p in (root / "v1" / "entries").iterdir() if p.is_dir()}
+        except OSError:
+            continue
+    return names
+
+
+def cmd_ls(args) -> int:
+    """From paths and stats only: 10,000 entries list in well under two seconds."""
+    from ..storage.local import LocalStore
+
+    from ..storage import prebuilt
+    from ..storage.entry import dir_size
+
+    s = settings_of(args)
+    items = [{"name": i.name, "entry_id": i.entry_id, "path": str(i.path),
+              "source": "cache" if i.area == "entries" else "fetched", "key": i.key, "size": i.size,
+              "last_used": i.last_used} for i in LocalStore(s).infos(args.name)]
+    for n in ([args.name] if args.name else sorted(_prebuilt_names(s))):
+        items += [{"name": n, "entry_id": e.entry_id, "path": str(e.path), "source": f"prebuilt:{e.path.parents[3]}",
+                   "key": e.manifest.key1[:32], "size": dir_size(e.path), "last_used": e.last_used()}
+                  for e in prebuilt.candidates(n, s)]
+    if args.json:
+        print(json.dumps(items, indent=1))
+        return 0
+    print(f"cache dir: {s.cache_dir}")
+    rows = [[i["name"], i["entry_id"][:12], i["source"], f"{i['size'] / 1e6:.1f}MB",
+             time.strftime("%Y-%m-%d %H:%M", time.localtime(i["last_used"]))]
+            for i in sorted(items, key=lambda i: (i["name"], -i["last_used"]))]
+    print(table(rows, ["kernel", "entry", "from", "size", "last used"]) if rows else "(empty)")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    """Re-hash every entry's .so against its manifest; quarantine the bad ones with --fix."""
+    from ..storage.local import LocalStore
+    from ..validate import binary_problem
+
+    s = settings_of(args)
+    bad = 0
+    for e, src in _all_entries(s, args.name):
+        m = e.manifest
+        problem = binary_problem(e.so_path, list(m.schemas), m.so_size, m.so_sha256)
+        print(f"{m.name}  {e.entry_id[:12]}  {src}  {'ok' if problem is None else 'BAD: ' + problem}")
+        if problem:
+            bad += 1
+            if args.fix and not e.read_only:
+                LocalStore(s).quarantine(e, f"verify: {problem}")
+    print(f"{bad} bad entr{'y' if bad == 1 else 'ies'}")
+    return 1 if bad else 0
+
+
+def cmd_explain(args) -> int:
+    from ..diagnose import explain
+
+    info = explain(specs([args.name])[args.name], settings_of(args))
+    if args.json:
+        print(json.dumps(info, indent=1, default=str))
+        return 0
+    print(f"kernel:  {info['name']}\nkey:     {info['key1']}\nstatus:  {info['status']}")
+    if info["entry"]:
+        print(f"entry:   {info['entry']}")
+    if info["reason"]:
+        print(f"why miss: {info['reason']}")
+    for r in info["refused"]:
+        print(f"refused: {r}")
+    inp = info["inputs"]
+    if inp:
+        print("inputs:")
+        print(f"  sources: {', '.join(inp['sources'])}")
+        for t, v in inp["tools"].items():
+            print(f"  {t}: {v['path']} ({(v['version'] or '').splitlines()[0] if v['version'] else '?'})")
+        print(f"  arch: {inp['arch'] or 'n/a (cpu)'}\n  abi: {inp['abi']}\n  env: {inp['env'] or '{}'}")
+    return 0
+
+
+def cmd_prune(args) -> int:
+    from ..storage.local import LocalStore
+
+    if args.max_size is None and args.max_age is None:
+        print("prune: give --max-size and/or --max-age", file=sys.stderr)
+        return 2
+    evicted = LocalStore(settings_of(args)).prune(args.max_size, args.max_age)
+    for i in evicted:
+        print(f"evicted {i.name} {i.entry_id[:12]}")
+    print(f"{len(evicted)} entr{'y' if len(evicted) == 1 else 'ies'} evicted")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from ..storage.local import LocalStore
+
+    s = settings_of(args)
+    if not args.yes and sys.stdin is not None and sys.stdin.isatty():
+        if input(f"remove everything under {s.layout_root}? [y/N] ").strip().lower() != "y":
+            return 1
+    LocalStore(s).clean()
+    print(f"removed {s.layout_root}")
+    return 0
+
+
+def cmd_stats(args) -> int:
+    """Per kernel: entries, size, builds recorded, last used — every kernel the cache has seen,
+    shipped or not (drop-in ``load_inline`` kernels included)."""
+    from ..storage.local import LocalStore
+
+    s = settings_of(args)
+    rows: dict[str, dict] = defaultdict(lambda: {"entries": 0, "fetched": 0, "size": 0, "last_used": 0.0})
+    for i in LocalStore(s).infos(args.name):
+        r = rows[i.name]
+        r["entries" if i.area == "entries" else "fetched"] += 1
+        r["size"] += i.size
+        r["last_used"] = max(r["last_used"], i.last_used)
+    if args.json:
+        print(json.dumps(dict(rows), indent=1))
+        return 0
+    print(f"cache dir: {s.cache_dir}")
+    out = [[n, r["entries"], r["fetched"], f"{r['size'] / 1e6:.1f}MB",
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_used"]))] for n, r in sorted(rows.items())]
+    print(table(out, ["kernel", "built", "fetched", "size", "last used"]) if out else "(empty)")
+    return 0

@@ -1,0 +1,76 @@
+"""Commands about the machine and artifacts: doctor, build (artifact roots), pack (wheels)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .common import settings_of
+
+
+def cmd_doctor(args) -> int:
+    """Report every tool and header set; exit 1 only if something the CPU path needs is missing."""
+    from .. import gpu, toolchain
+
+    s = settings_of(args)
+    ok = True
+
+    def line(label: str, fn, required: bool = True):
+        nonlocal ok
+        try:
+            print(f"{label:<18} {fn()}")
+        except Exception as e:  # noqa: BLE001 - doctor reports every problem, never stops
+            ok = ok and not required
+            print(f"{label:<18} {'MISSING' if required else 'not available'}: {e}")
+
+    print(f"{'python':<18} {sys.version.split()[0]} ({sys.executable})")
+    line("cache dir", lambda: f"{s.cache_dir} (writable: {os.access(s.cache_dir.parent, os.W_OK)})")
+    line("lock dir", lambda: s.lock_dir)
+    line("c++", lambda: f"{toolchain.find_cxx()}: {toolchain.tool_identity(toolchain.find_cxx())['version'].splitlines()[0]}")
+    line("ninja", toolchain.find_ninja)
+    line("apache-tvm-ffi", lambda: f"{toolchain.tvm_ffi_paths().version} at {toolchain.tvm_ffi_paths().package_dir}")
+    line("cuda home", toolchain.find_cuda_home, required=False)
+    line("nvcc", lambda: toolchain.tool_identity(toolchain.find_nvcc())["version"].splitlines()[-1], required=False)
+    line("gpus (arch)", lambda: ", ".join(gpu.visible_archs()) or "none visible", required=False)
+    line("target arch", lambda: ", ".join(gpu.target_archs(s.cuda_arch)), required=False)
+    try:
+        from ..kernels import speculative_sampling as ss
+
+        line("flashinfer hdrs", ss.flashinfer_include_dir, required=False)
+        line("curand hdrs", lambda: ", ".join(ss.curand_include_dirs()) or "the CUDA toolkit's", required=False)
+    except ImportError:
+        pass
+    from ..storage import prebuilt
+
+    line("prebuilt roots", lambda: ", ".join(map(str, prebuilt.roots(s))) or "none", required=False)
+    line("fleet cache", lambda: _remote_line(s), required=False)
+    return 0 if ok else 1
+
+
+def _remote_line(s) -> str:
+    if not s.remote_enabled:
+        return "off (set KERNELCACHE_REMOTE to share built kernels across hosts)"
+    from ..storage.remote import open_remote
+    from ..storage.remote.ops import remote_ping
+
+    rc = open_remote(s)
+    ok, message = remote_ping(rc)
+    if not ok:
+        raise RuntimeError(f"{rc.url} ({s.remote_mode}): {message}")
+    return f"{rc.url} ({s.remote_mode}): {message}"
+
+
+def cmd_build(args) -> int:
+    from ..export import build_artifact_root
+
+    report = build_artifact_root(args.names or None, list(args.arch), Path(args.out), settings_of(args))
+    for r in report:
+        print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
+    return 1 if any(r["status"] == "failed" for r in report) else 0
+
+
+def cmd_pack(args) -> int:
+    from ..export import pack_wheel
+
+    print(pack_wheel(Path(args.root), Path(args.out), args.tag, args.version))
+    return 0

@@ -1,0 +1,128 @@
+"""Write side of prebuilt artifacts: artifact roots (``kernelcache build``) and companion wheels.
+
+The read side (``storage.prebuilt``) never imports this module: a serving host only reads.
+Building a root drives the public loader with explicit ``Settings`` per arch (no environment
+edits), then copies each entry with a relocatable manifest (``Manifest.relocatable``).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import platform
+import re
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+from . import manifest as manifest_mod
+from . import toolchain
+from .errors import ToolchainError
+from .settings import Settings, resolve
+from .storage.entry import Entry
+
+_TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+
+
+def nvcc_major() -> str | None:
+    """The CUDA major version the toolkit here links against (recorded for readers)."""
+    try:
+        banner = toolchain.tool_identity(toolchain.find_nvcc())["version"]
+    except ToolchainError:
+        return None
+    found = re.search(r"release (\d+)\.", banner)
+    return found.group(1) if found else None
+
+
+def export_entry(entry: Entry, out: Path, cuda_major: str | None) -> Path:
+    """Copy a cache entry into an artifact root with a relocatable manifest."""
+    m = entry.manifest
+    dest = Path(out) / "v1" / "entries" / m.name / m.key1[:32] / m.entry_id
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    shutil.copy2(entry.so_path, dest / m.so_name)
+    manifest_mod.write(dest, m.relocatable(cuda_major))
+    return dest
+
+
+def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
+                        settings: Settings | None = None) -> list[dict]:
+    """Build shipped kernels (per arch for CUDA ones) into a relocatable artifact root."""
+    from .kernels import shipped_specs
+    from .loader import load_with_result
+
+    base = resolve(settings).replace(no_build=False, prebuilt=(), remote_mode="off")
+    out = Path(out).resolve()
+    report = []
+    for name, spec in shipped_specs(names).items():
+        for arch in (archs or [None]) if spec.is_cuda else [None]:
+            if spec.is_cuda and arch is None:
+                report.append({"name": name, "status": "failed", "reason": "CUDA kernel needs --arch"})
+                continue
+            s = base.replace(cuda_arch=arch) if arch else base
+            t0 = time.monotonic()
+            try:
+                _, res = load_with_result(spec, s)
+            except Exception as e:  # noqa: BLE001 - reported per kernel
+                report.append({"name": name, "status": "failed", "arch": arch, "reason": str(e)[:300],
+                               "seconds": time.monotonic() - t0})
+                continue
+            m = manifest_mod.read(Path(res.entry_path))
+            if m is None:
+                report.append({"name": name, "status": "failed", "arch": arch, "reason": "entry vanished"})
+                continue
+            dest = export_entry(Entry(Path(res.entry_path), m), out, nvcc_major() if spec.is_cuda else None)
+            report.append({"name": name, "status": res.status, "arch": arch, "seconds": time.monotonic() - t0,
+                           "entry": str(dest.relative_to(out))})
+    return report
+
+
+# -- companion wheels ----------------------------------------------------------------------------
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def pack_wheel(root: Path, out_dir: Path, tag: str, version: str = "0.1.0") -> Path:
+    """Write ``kernelcache_prebuilt_<tag>-<version>-py3-none-linux_<arch>.whl`` into out_dir.
+
+    The wheel holds the root as package data and registers it in the ``kernelcache.prebuilt``
+    entry-point group, so installing it next to kernelcache is all a serving host needs.
+    Written with zipfile (a wheel is a zip with a dist-info dir): no build backend, no network.
+    """
+    root = Path(root).resolve()
+    if not _TAG_RE.match(tag):
+        raise ValueError(f"tag must match [a-z0-9_]+, got {tag!r}")
+    if not (root / "v1" / "entries").is_dir():
+        raise ValueError(f"{root} is not an artifact root (no v1/entries); make one with `kernelcache build`")
+    pkg = f"kernelcache_prebuilt_{tag}"
+    dist = f"kernelcache_prebuilt_{tag}-{version}"
+    plat = f"linux_{platform.machine()}"
+    files: dict[str, bytes] = {
+        f"{pkg}/__init__.py": (
+            '"""Prebuilt kernelcache artifacts (validated by kernelcache before use)."""\n'
+            "from pathlib import Path\n\n\n"
+            "def root() -> Path:\n    return Path(__file__).parent / \"root\"\n"
+        ).encode(),
+    }
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name not in ("used", "depstat.json", ".recent"):
+            files[f"{pkg}/root/{p.relative_to(root).as_posix()}"] = p.read_bytes()
+    files[f"{dist}.dist-info/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: kernelcache-prebuilt-{tag.replace('_', '-')}\nVersion: {version}\n"
+        "Summary: Prebuilt kernelcache artifact root\nRequires-Dist: kernelcache\n"
+    ).encode()
+    files[f"{dist}.dist-info/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: kernelcache.export\nRoot-Is-Purelib: false\nTag: py3-none-{plat}\n"
+    ).encode()
+    files[f"{dist}.dist-info/entry_points.txt"] = f"[kernelcache.prebuilt]\n{tag} = {pkg}:root\n".encode()
+    record = [f"{name},{_record_hash(data)},{len(data)}" for name, data in files.items()]
+    record.append(f"{dist}.dist-info/RECORD,,")
+    files[f"{dist}.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    whl = out_dir / f"{dist}-py3-none-{plat}.whl"
+    with zipfile.ZipFile(whl, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return whl

@@ -1,0 +1,142 @@
+"""The manifest record of one cache entry: what was built, from what, and how to check it.
+
+Why a typed record: the manifest is written by the loader, rewritten by artifact-root export
+and the fleet cache, and read by validation, ``ls``, ``explain`` and ``verify``. One class with
+one format version keeps those readers from drifting apart field by field.
+
+A manifest is written last into an entry directory (after the binary is complete and
+fsynced), so a directory with a parseable manifest is a whole entry.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .plan import ROOT
+
+FORMAT = 3
+FILENAME = "manifest.json"
+
+
+@dataclass
+class Manifest:
+    """One entry's record. ``inputs`` are the level-1 inputs in clear text (for ``explain``)."""
+
+    name: str
+    key1: str
+    entry_id: str
+    identity: str  # per-build nonce compiled into the binary, read back after dlopen
+    so_name: str
+    so_sha256: str
+    so_size: int
+    schemas: dict[str, str | None]  # exported type schema per function, read from the binary
+    inputs: dict = field(default_factory=dict)
+    deps: list[dict] = field(default_factory=list)  # {"path" (anchored), "xxh3", "stat"}
+    absent: list[str] = field(default_factory=list)  # anchored paths that must stay absent
+    skey: str = ""  # toolchain-free source key (fleet index)
+    build_seconds: float = 0.0
+    host: str = ""
+    created: str = ""
+    reason: str = ""
+    format: int = FORMAT
+    prebuilt: dict | None = None  # set in relocatable (artifact root / fleet) copies
+    external_deps: dict | None = None  # {"count", "digest"} of deps dropped by relocation
+    origin: str = ""  # "" (built here) | "remote:<redacted url>"
+
+    # -- (de)serialisation ---------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Any) -> "Manifest | None":
+        """A manifest from parsed JSON; None when required fields are missing or mistyped."""
+        if not isinstance(data, dict):
+            return None
+        known = {f.name for f in fields(cls)}
+        try:
+            m = cls(**{k: v for k, v in data.items() if k in known})
+        except TypeError:
+            return None
+        if not (isinstance(m.entry_id, str) and isinstance(m.so_name, str) and isinstance(m.name, str)):
+            return None
+        if not isinstance(m.schemas, dict) or not isinstance(m.deps, list):
+            return None
+        return m
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for opt in ("prebuilt", "external_deps"):
+            if d[opt] is None:
+                d.pop(opt)
+        if not d["origin"]:
+            d.pop("origin")
+        return d
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def tvm_ffi_version(self) -> str:
+        if self.prebuilt and self.prebuilt.get("tvm_ffi_version"):
+            return str(self.prebuilt["tvm_ffi_version"])
+        return str(self.inputs.get("abi", {}).get("tvm_ffi_version", ""))
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return tuple(self.inputs.get("arch") or ())
+
+    @property
+    def source_hashes(self) -> dict:
+        return dict(self.inputs.get("sources") or {})
+
+    def relocatable(self, cuda_major: str | None) -> "Manifest":
+        """A copy without machine-specific paths, for artifact roots and the fleet cache.
+
+        Only package files (``${ROOT}``-anchored sources and headers) keep their recorded paths
+        and hashes; other dependencies are summarised by count and digest; tool paths and full
+        command lines are dropped (the reader validates against its own installation).
+        """
+        from .key import canonical_hash
+
+        m = copy.deepcopy(self)
+        ext = [d for d in m.deps if not d["path"].startswith(ROOT)]
+        m.deps = [d for d in m.deps if d["path"].startswith(ROOT)]
+        m.absent = [a for a in m.absent if a.startswith(ROOT)]
+        m.external_deps = {"count": len(ext), "digest": canonical_hash(sorted(d["xxh3"] for d in ext))}
+        inputs = m.inputs
+        inputs["tools"] = {k: {"version": (v.get("version") or "").splitlines()[-1:]}
+                           for k, v in inputs.get("tools", {}).items()}
+        inputs.pop("commands", None)
+        m.prebuilt = {"tvm_ffi_version": self.tvm_ffi_version, "cuda_major": cuda_major,
+                      "built": utc_now()}
+        m.host = ""
+        return m
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def read(entry_dir: Path) -> Manifest | None:
+    """The manifest of an entry directory; None when absent, unparseable or incomplete."""
+    try:
+        data = json.loads((Path(entry_dir) / FILENAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return Manifest.from_dict(data)
+
+
+def write(entry_dir: Path, manifest: Manifest) -> None:
+    """Write atomically (temp file + rename) so a reader never sees half a manifest."""
+    tmp = Path(entry_dir) / f".{FILENAME}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
+    tmp.write_text(manifest.dumps())
+    os.replace(tmp, Path(entry_dir) / FILENAME)

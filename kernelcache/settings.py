@@ -1,0 +1,205 @@
+"""Settings: every knob of the loader in one frozen record, read from the environment here only.
+
+Why a record instead of ``os.environ`` lookups at call time: a load has many inputs (cache dir,
+lock dir, no-build, prebuilt roots, arch, remote ...). Passing them as one explicit value makes
+``load(spec, settings=...)`` reproducible, lets the pytest plugin and ``kernelcache build`` steer
+the loader without editing the process environment, and keeps tests free of env juggling.
+
+This module is the ONLY reader of ``KERNELCACHE_*`` variables (enforced by a test). Code that
+needs a variant calls :meth:`Settings.replace`; code that must hand settings to a subprocess
+calls :meth:`Settings.to_env`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+PREFIX = "KERNELCACHE_"
+# Old name -> new name. The old one keeps working, with a DeprecationWarning.
+DEPRECATED_ENV = {"KERNELCACHE_PREBUILD": "KERNELCACHE_WARM"}
+REMOTE_MODES = ("read", "readwrite", "off")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _flag(value: str | None, name: str) -> bool:
+    v = (value or "").strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError(f"{name} must be one of 1/0/true/false/yes/no/on/off, got {value!r}")
+
+
+def _seconds(value: str | None, name: str, default: float) -> float:
+    v = (value or "").strip()
+    if not v:
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, got {value!r}") from None
+
+
+def _paths(value: str | None) -> tuple[Path, ...]:
+    return tuple(Path(p).expanduser().resolve() for p in (value or "").split(os.pathsep) if p.strip())
+
+
+def kc_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every ``KERNELCACHE_*`` variable, deprecated names mapped to their new ones (with a warning).
+
+    The pytest plugin resolves its own options from this dict, so no other module reads the
+    environment for ``KERNELCACHE_*`` names.
+    """
+    env = os.environ if environ is None else environ
+    out = {k: v for k, v in env.items() if k.startswith(PREFIX)}
+    for old, new in DEPRECATED_ENV.items():
+        if old in out:
+            value = out.pop(old)
+            warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+            out.setdefault(new, value)
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a load may do and where it keeps things. Frozen: derive variants with ``replace``."""
+
+    cache_dir: Path
+    lock_dir: Path
+    lock_timeout: float = 1800.0  # seconds to wait for another builder; <= 0: forever
+    no_build: bool = False  # a miss raises CacheMissError instead of compiling
+    rebuild: bool = False  # ignore cached entries, build once
+    log: str | None = None  # None: progress lines; "0": silent; "1"/"stderr": JSON events; else a file
+    prebuilt: tuple[Path, ...] = ()  # read-only artifact roots searched before the cache
+    cuda_arch: str | None = None  # "9.0" / "8.0,9.0"; None: the visible GPUs
+    flashinfer_include: str | None = None
+    max_jobs: int | None = None  # compile parallelism (never part of the key)
+    remote: str | None = None  # fleet cache URL: s3://, gs://, az://, file://
+    remote_mode: str = "off"  # read | readwrite | off
+    remote_signing_key: Path | None = None  # Ed25519 private key (PEM) for writers
+    remote_verify_keys: tuple[Path, ...] = ()  # Ed25519 public keys (PEM); set: unsigned refused
+    remote_timeout: float = 10.0  # per remote operation
+    remote_lease_ttl: float = 600.0  # a compile lease older than this may be taken over
+    remote_wait: float = 900.0  # how long a host waits for another host's compile
+    patch_tvm_ffi: bool = False  # route tvm_ffi.cpp JIT functions through kernelcache
+    cache_buster: str | None = None  # any string: part of every key (force a fleet-wide rebuild)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cache_dir", Path(os.path.abspath(Path(self.cache_dir).expanduser())))
+        object.__setattr__(self, "lock_dir", Path(os.path.abspath(Path(self.lock_dir).expanduser())))
+        object.__setattr__(self, "prebuilt", tuple(Path(p) for p in self.prebuilt))
+        object.__setattr__(self, "remote_verify_keys", tuple(Path(p) for p in self.remote_verify_keys))
+        if self.remote_mode not in REMOTE_MODES:
+            raise ValueError(f"remote mode must be one of {'|'.join(REMOTE_MODES)}, got {self.remote_mode!r}")
+        if self.remote_signing_key is not None:
+            object.__setattr__(self, "remote_signing_key", Path(self.remote_signing_key))
+
+    # -- construction ------------------------------------------------------------------------
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Read ``KERNELCACHE_*`` (and the few standard variables kernelcache honours)."""
+        env = os.environ if environ is None else environ
+        kc = kc_environ(env)
+        g = kc.get
+        if g("KERNELCACHE_DIR"):
+            cache = Path(g("KERNELCACHE_DIR", "")).expanduser()
+        else:
+            cache = Path(env.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "kernelcache"
+        lock = (Path(g("KERNELCACHE_LOCK_DIR", "")).expanduser() if g("KERNELCACHE_LOCK_DIR")
+                else default_lock_dir())
+        jobs = (env.get("MAX_JOBS") or "").strip()
+        remote = (g("KERNELCACHE_REMOTE") or "").strip() or None
+        mode = (g("KERNELCACHE_REMOTE_MODE") or "").strip().lower() or ("read" if remote else "off")
+        if mode not in REMOTE_MODES:
+            raise ValueError(f"KERNELCACHE_REMOTE_MODE must be one of {'|'.join(REMOTE_MODES)}, got {mode!r}")
+        signing = (g("KERNELCACHE_REMOTE_SIGNING_KEY") or "").strip()
+        values: dict[str, Any] = dict(
+            cache_dir=cache,
+            lock_dir=lock,
+            lock_timeout=_seconds(g("KERNELCACHE_LOCK_TIMEOUT"), "KERNELCACHE_LOCK_TIMEOUT", 1800.0),
+            no_build=_flag(g("KERNELCACHE_NO_BUILD"), "KERNELCACHE_NO_BUILD"),
+            rebuild=_flag(g("KERNELCACHE_REBUILD"), "KERNELCACHE_REBUILD"),
+            log=g("KERNELCACHE_LOG"),
+            prebuilt=_paths(g("KERNELCACHE_PREBUILT")),
+            cuda_arch=(g("KERNELCACHE_CUDA_ARCH") or "").strip() or (env.get("TVM_FFI_CUDA_ARCH_LIST") or "").strip()
+            or None,
+            flashinfer_include=(g("KERNELCACHE_FLASHINFER_INCLUDE") or "").strip() or None,
+            max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else None,
+            remote=remote,
+            remote_mode=mode if remote else "off",
+            remote_signing_key=Path(signing).expanduser() if signing else None,
+            remote_verify_keys=_paths(g("KERNELCACHE_REMOTE_VERIFY_KEYS")),
+            remote_timeout=_seconds(g("KERNELCACHE_REMOTE_TIMEOUT"), "KERNELCACHE_REMOTE_TIMEOUT", 10.0),
+            remote_lease_ttl=_seconds(g("KERNELCACHE_REMOTE_LEASE_TTL"), "KERNELCACHE_REMOTE_LEASE_TTL", 600.0),
+            remote_wait=_seconds(g("KERNELCACHE_REMOTE_WAIT"), "KERNELCACHE_REMOTE_WAIT", 900.0),
+            patch_tvm_ffi=_flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI"),
+            cache_buster=g("KERNELCACHE_CACHE_BUSTER") or None,
+        )
+        values.update(overrides)
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "Settings":
+        """A copy with some fields changed (``Settings`` is frozen)."""
+        return dataclasses.replace(self, **changes)
+
+    # -- export ------------------------------------------------------------------------------
+    def to_env(self) -> dict[str, str]:
+        """The ``KERNELCACHE_*`` variables that reproduce these settings in a subprocess."""
+        out = {
+            "KERNELCACHE_DIR": str(self.cache_dir),
+            "KERNELCACHE_LOCK_DIR": str(self.lock_dir),
+            "KERNELCACHE_LOCK_TIMEOUT": repr(self.lock_timeout),
+            "KERNELCACHE_NO_BUILD": "1" if self.no_build else "0",
+            "KERNELCACHE_REBUILD": "1" if self.rebuild else "0",
+            "KERNELCACHE_PREBUILT": os.pathsep.join(map(str, self.prebuilt)),
+            "KERNELCACHE_REMOTE_MODE": self.remote_mode,
+            "KERNELCACHE_REMOTE_TIMEOUT": repr(self.remote_timeout),
+            "KERNELCACHE_REMOTE_LEASE_TTL": repr(self.remote_lease_ttl),
+            "KERNELCACHE_REMOTE_WAIT": repr(self.remote_wait),
+            "KERNELCACHE_REMOTE_VERIFY_KEYS": os.pathsep.join(map(str, self.remote_verify_keys)),
+            "KERNELCACHE_PATCH_TVM_FFI": "1" if self.patch_tvm_ffi else "0",
+        }
+        for name, value in (("KERNELCACHE_LOG", self.log), ("KERNELCACHE_CUDA_ARCH", self.cuda_arch),
+                            ("KERNELCACHE_FLASHINFER_INCLUDE", self.flashinfer_include),
+                            ("KERNELCACHE_REMOTE", self.remote),
+                            ("KERNELCACHE_CACHE_BUSTER", self.cache_buster),
+                            ("KERNELCACHE_REMOTE_SIGNING_KEY",
+                             str(self.remote_signing_key) if self.remote_signing_key else None)):
+            if value is not None:
+                out[name] = value
+        return out
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def layout_root(self) -> Path:
+        """Where the versioned cache layout lives (entries, tmp, quarantine, memo)."""
+        return self.cache_dir / "v1"
+
+    @property
+    def memo_dir(self) -> Path:
+        """On-disk memo of tool identities (keyed by the binaries' stat)."""
+        return self.cache_dir / "v1" / "toolchain"
+
+    @property
+    def remote_enabled(self) -> bool:
+        return bool(self.remote) and self.remote_mode != "off"
+
+    @property
+    def remote_writable(self) -> bool:
+        return bool(self.remote) and self.remote_mode == "readwrite"
+
+
+def default_lock_dir() -> Path:
+    """Node-local: flock is only meaningful on the local kernel, never on NFS."""
+    return Path(tempfile.gettempdir()) / f"kernelcache-{os.getuid()}" / "locks"
+
+
+def resolve(settings: Settings | None) -> Settings:
+    """The settings a public call runs with: the given ones, else the environment's now."""
+    return settings if settings is not None else Settings.from_env()

@@ -1,0 +1,287 @@
+"""The writable cache directory: layout, lookup order, atomic publish, quarantine, prune.
+
+Layout (under ``<cache_dir>/v1``)::
+
+    entries/<name>/<key1[:32]>/<entry_id>/{<name>.so, manifest.json, build.log, used, depstat.json}
+    entries/<name>/<key1[:32]>/.recent        entry id of the last hit (tried first)
+    fetched/<name>/<skey[:32]>/<entry_id>/    fleet entries fetched to this host (same files)
+    tmp/<tag>.<host>.<pid>.<rand>/            private build / download dirs (same filesystem)
+    quarantine/<entry_id>.<time>.<rand>/      rejected entries, kept for post-mortems
+    trash/                                    evicted entries before deletion
+
+Entries are immutable and appear by one directory rename, whole or not at all. Several entries
+may share a level-1 key (one per recorded header set), so flipping between two header
+versions never thrashes. Cost does not grow with the cache: lookup tries the last hit first
+and parses further manifests only when that one does not validate, newest first; ``ls`` and
+``prune`` work from paths and stats, never parsing manifests.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .. import manifest as manifest_mod
+from ..settings import Settings
+from .entry import MANIFEST, Entry, dir_size, last_used
+
+TMP_MAX_AGE_S = 6 * 3600
+RECENT = ".recent"
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    """What ``ls`` and ``prune`` need, read from paths and stats only."""
+
+    path: Path
+    area: str  # entries | fetched
+    name: str
+    key: str  # key1[:32] (entries) or skey[:32] (fetched)
+    entry_id: str
+    size: int
+    last_used: float
+
+
+class LocalStore:
+    """The cache dir of one ``Settings`` (cheap to construct; holds no open files)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.root = settings.layout_root
+
+    # -- paths -------------------------------------------------------------------------------
+    def key_dir(self, name: str, key1: str) -> Path:
+        return self.root / "entries" / name / key1[:32]
+
+    def fetched_dir(self, name: str, skey: str) -> Path:
+        return self.root / "fetched" / name / skey[:32]
+
+    # -- lookup ------------------------------------------------------------------------------
+    def candidates(self, name: str, key1: str) -> Iterator[Entry]:
+        """Entries under a level-1 key: the last hit first, then the others newest first.
+
+        A generator: the caller stops at the first valid one, so 300 sibling entries (header
+        versions accumulated over months) cost one manifest parse, not 300.
+        """
+        yield from _iter_dir(self.key_dir(name, key1), "local")
+
+    def fetched(self, name: str, skey: str) -> Iterator[Entry]:
+        """Fleet entries fetched earlier, checked like prebuilt ones (the builder was another host)."""
+        yield from _iter_dir(self.fetched_dir(name, skey), "fetched")
+
+    def remember_hit(self, entry: Entry) -> None:
+        """Make this entry the first candidate next time (written only when it changes)."""
+        if entry.read_only:
+            return
+        hint = entry.path.parent / RECENT
+        try:
+            if hint.read_text() == entry.path.name:
+                return
+        except OSError:
+            pass
+        tmp = entry.path.parent / f"{RECENT}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
+        try:
+            tmp.write_text(entry.path.name)
+            os.replace(tmp, hint)
+        except OSError:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+    def entries(self, name: str | None = None) -> list[Entry]:
+        """Every entry with a parsed manifest (``verify``, ``explain``): slow by design."""
+        out = []
+        for info in self.infos(name):
+            m = manifest_mod.read(info.path)
+            if m is not None:
+                out.append(Entry(info.path, m, "local" if info.area == "entries" else "fetched"))
+        return out
+
+    def infos(self, name: str | None = None) -> list[EntryInfo]:
+        """Every entry from paths and stats only (``ls``, ``prune``: 10,000 entries in well under 2 s)."""
+        out: list[EntryInfo] = []
+        for area in ("entries", "fetched"):
+            base = self.root / area
+            for n in ([name] if name else _names(base)):
+                for kd in _subdirs(base / n):
+                    for ed in _subdirs(kd):
+                        if (ed / MANIFEST).exists():
+                            out.append(EntryInfo(ed, area, n, kd.name, ed.name, dir_size(ed), last_used(ed)))
+        return out
+
+    # -- private dirs and publish ------------------------------------------------------------
+    def new_tmp_dir(self, tag: str) -> Path:
+        base = self.root / "tmp"
+        base.mkdir(parents=True, exist_ok=True)
+        d = base / f"{tag[:16]}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        d.mkdir()
+        return d
+
+    def private_copy(self, so_path: Path) -> Path:
+        """Copy a .so into a per-process dir (swept when this process is gone)."""
+        d = self.new_tmp_dir("reload")
+        dest = d / so_path.name
+        shutil.copy2(so_path, dest)
+        return dest
+
+    def publish(self, tmp: Path, name: str, key1: str, eid: str) -> tuple[Path, bool]:
+        """Rename a finished build dir into place. Returns (entry path, won the race)."""
+        return _publish(tmp, self.key_dir(name, key1) / eid)
+
+    def publish_fetched(self, tmp: Path, name: str, skey: str, eid: str) -> tuple[Path, bool]:
+        return _publish(tmp, self.fetched_dir(name, skey) / eid)
+
+    def quarantine(self, entry: Entry, reason: str) -> Path | None:
+        """Move a rejected entry aside (never delete: a running process may have it mapped)."""
+        if entry.read_only:
+            return None
+        qdir = self.root / "quarantine"
+        qdir.mkdir(parents=True, exist_ok=True)
+        dest = qdir / f"{entry.path.name}.{int(time.time())}.{uuid.uuid4().hex[:6]}"
+        try:
+            os.rename(entry.path, dest)
+        except OSError:
+            return None
+        try:
+            (dest / "QUARANTINE_REASON").write_text(reason + "\n")
+        except OSError:
+            pass
+        return dest
+
+    # -- housekeeping ------------------------------------------------------------------------
+    def sweep_tmp(self, max_age_s: float = TMP_MAX_AGE_S) -> int:
+        """Remove private dirs of dead builders on this host (and very old ones anywhere)."""
+        host = socket.gethostname()
+        removed = 0
+        now = time.time()
+        for d in _subdirs(self.root / "tmp"):
+            parts = d.name.split(".")
+            try:
+                age = now - d.stat().st_mtime
+            except OSError:
+                continue
+            dead = len(parts) >= 4 and parts[-3] == host and parts[-2].isdigit() and not _pid_alive(int(parts[-2]))
+            if dead or age > max_age_s:
+                shutil.rmtree(d, ignore_errors=True)
+                removed += 1
+        return removed
+
+    def evict(self, path: Path) -> None:
+        """Rename first (a process with the .so mapped keeps running), then delete."""
+        trash = self.root / "trash"
+        trash.mkdir(parents=True, exist_ok=True)
+        dest = trash / f"{path.name}.{uuid.uuid4().hex[:8]}"
+        os.rename(path, dest)
+        shutil.rmtree(dest, ignore_errors=True)
+
+    def prune(self, max_bytes: int | None = None, max_age_s: float | None = None) -> list[EntryInfo]:
+        """Evict least-recently-used entries beyond a size cap and/or older than an age."""
+        infos = sorted(self.infos(), key=lambda i: i.last_used)  # oldest first
+        now = time.time()
+        evicted = [i for i in infos if max_age_s is not None and now - i.last_used > max_age_s]
+        keep = [i for i in infos if i not in evicted]
+        if max_bytes is not None:
+            total = sum(i.size for i in keep)
+            while keep and total > max_bytes:
+                victim = keep.pop(0)
+                total -= victim.size
+                evicted.append(victim)
+        for info in evicted:
+            try:
+                self.evict(info.path)
+            except OSError:
+                pass
+        self.sweep_tmp()
+        return evicted
+
+    def clean(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _names(base: Path) -> list[str]:
+    try:
+        return sorted(e.name for e in os.scandir(base) if e.is_dir())
+    except OSError:
+        return []
+
+
+def _subdirs(d: Path) -> list[Path]:
+    try:
+        with os.scandir(d) as it:
+            return [Path(e.path) for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _iter_dir(kd: Path, origin: str) -> Iterator[Entry]:
+    dirs = _subdirs(kd)
+    if not dirs:
+        return
+    first = None
+    try:
+        first = (kd / RECENT).read_text().strip()
+    except OSError:
+        pass
+    hinted = [d for d in dirs if d.name == first]
+    if hinted:
+        m = manifest_mod.read(hinted[0])
+        if m is not None:
+            yield Entry(hinted[0], m, origin)
+    rest = sorted((d for d in dirs if d.name != first), key=last_used, reverse=True)
+    for d in rest:
+        m = manifest_mod.read(d)
+        if m is not None:
+            yield Entry(d, m, origin)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _publish(tmp: Path, dest: Path) -> tuple[Path, bool]:
+    for p in tmp.iterdir():  # what an entry needs to be whole after a crash: binary + manifest
+        if p.is_file() and (p.suffix == ".so" or p.name == MANIFEST):
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(tmp, dest)
+    except OSError as e:
+        if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+        # Lost the race to an identical build. Use the winner's entry if it is visible and
+        # complete; otherwise (network filesystems) keep and use our own copy.
+        if manifest_mod.read(dest) is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return dest, False
+        return tmp, False
+    _fsync_dir(dest.parent)
+    return dest, True
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,99 @@
+"""Read-only prebuilt artifact roots: production without a compiler, never trusted blindly.
+
+An artifact root has the cache's entry layout; its manifests were made relocatable when the
+root was written (``kernelcache build``, see ``kernelcache.export``). Roots come from
+``Settings.prebuilt`` and from installed companion packages that register an entry point in
+the group ``kernelcache.prebuilt`` (a callable returning the root). An artifact is used only if
+it validates against *this* installation (``validate.installation_refusal``), then bytes,
+identity and schemas like any entry.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from .. import manifest as manifest_mod
+from .. import toolchain
+from ..errors import ToolchainError
+from ..settings import Settings
+from .entry import Entry
+
+ENTRY_POINT_GROUP = "kernelcache.prebuilt"
+_ep_roots: list[Path] | None = None
+
+
+def _scan_entry_points() -> list[str]:
+    from importlib.metadata import entry_points
+
+    roots = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            value = ep.load()
+            root = value() if callable(value) else value
+            roots.append(str(Path(root).resolve()))
+        except Exception:  # noqa: BLE001 - a broken companion must not break loading
+            continue
+    return roots
+
+
+def entry_point_roots(settings: Settings) -> list[Path]:
+    """Roots registered by installed companion wheels.
+
+    Scanning package metadata costs milliseconds on every process start, so the result is
+    memoised on disk keyed by the mtimes of the sys.path directories (installing or removing
+    a package changes its site-packages directory).
+    """
+    global _ep_roots
+    if _ep_roots is None:
+        stamp = []
+        for p in sys.path:
+            try:
+                stamp.append((p, os.stat(p or ".").st_mtime_ns))
+            except OSError:
+                continue
+        value = toolchain.disk_memo("entry_points", tuple(map(tuple, stamp)),
+                                    lambda: {"roots": _scan_entry_points()}, settings.memo_dir)
+        _ep_roots = [Path(r) for r in value["roots"]]
+    return _ep_roots
+
+
+def roots(settings: Settings) -> list[Path]:
+    return [*settings.prebuilt, *entry_point_roots(settings)]
+
+
+def candidates(name: str, settings: Settings) -> Iterator[Entry]:
+    """Every artifact for ``name`` in every root, in root order."""
+    for root in roots(settings):
+        base = Path(root) / "v1" / "entries" / name
+        try:
+            key_dirs = sorted(os.scandir(base), key=lambda e: e.name)
+        except OSError:
+            continue
+        for kd in key_dirs:
+            try:
+                eds = sorted(os.scandir(kd.path), key=lambda e: e.name)
+            except OSError:
+                continue
+            for ed in eds:
+                m = manifest_mod.read(Path(ed.path))
+                if m is not None:
+                    yield Entry(Path(ed.path), m, "prebuilt")
+
+
+def cuda_runtime_loadable(major: str) -> bool:
+    """Can this host load ``libcudart.so.<major>`` (the runtime a prebuilt CUDA kernel links)?"""
+    names = [f"libcudart.so.{major}"]
+    try:
+        names.append(os.path.join(toolchain.find_cuda_home(), "lib64", f"libcudart.so.{major}"))
+    except ToolchainError:
+        pass
+    for n in names:
+        try:
+            ctypes.CDLL(n, mode=getattr(os, "RTLD_LAZY", 1))
+            return True
+        except OSError:
+            continue
+    return False

@@ -1,0 +1,207 @@
+"""Is this binary the one the spec expects? Size, sha256, ELF, symbols, identity, schemas.
+
+Every path that hands out a module (local hit, fresh build, prebuilt root, fleet fetch) runs
+the same checks, so a stale or foreign ``.so`` is rejected before it can be called:
+
+* before ``dlopen`` (cheap, on the file): manifest format, manifest schema vs the expected one,
+  size, ELF magic, exported symbol names, identity symbol, and sha256 when asked;
+* after ``dlopen``: the identity the binary returns equals the manifest's (the handle really is
+  this build, not a cached one of the same path), and every function's exported type schema.
+
+Expected schemas come from the spec; a schema of ``None`` in the spec is "learned": the one
+recorded in the entry's manifest (from its first good build) is what the binary must export.
+Rejections are typed records (code + detail), so callers count and report them by code.
+
+tvm-ffi exports ``__tvm_ffi__metadata_<fn>`` when built with
+``TVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1``; its ``type_schema`` prints as e.g.
+``Callable[[Tensor, int], None]``.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import gpu, key
+from .errors import ToolchainError
+from .manifest import FORMAT, Manifest
+from .plan import IDENTITY_SYMBOL, ROOT
+from .spec import KernelSpec
+
+ELF_MAGIC = b"\x7fELF"
+Mismatches = dict[str, tuple[str | None, str | None]]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why an entry may not be used: a short code (counted, reported) and a precise detail."""
+
+    code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps
+    detail: str
+    mismatches: Mismatches | None = None
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+# -- schemas -------------------------------------------------------------------------------------
+def normalise(schema: str | None) -> str | None:
+    return None if schema is None else "".join(schema.split())
+
+
+def expected_schemas(spec: KernelSpec, manifest: Manifest | None) -> dict[str, str | None]:
+    """The spec's schemas, with learned (None) ones filled in from the manifest when recorded."""
+    recorded = manifest.schemas if manifest is not None else {}
+    return {fn: (exp if exp is not None else recorded.get(fn)) for fn, exp in spec.functions.items()}
+
+
+def compare(expected: Mapping[str, str | None], found: Mapping[str, str | None]) -> Mismatches:
+    """Functions whose found schema differs; a missing function always differs.
+
+    An expected ``None`` (learned, nothing recorded yet) only requires the function to exist.
+    """
+    out: Mismatches = {}
+    for fn, exp in expected.items():
+        got = found.get(fn)
+        if got is None or (exp is not None and normalise(got) != normalise(exp)):
+            out[fn] = (exp, got)
+    return out
+
+
+def describe(mism: Mismatches) -> str:
+    """The one way "expected vs found" is written."""
+    return "; ".join(f"{fn}: expected {exp if exp is not None else '<any>'}, "
+                     f"found {got if got is not None else '<missing>'}" for fn, (exp, got) in sorted(mism.items()))
+
+
+def exported_schemas(module: Any, names: list[str]) -> dict[str, str | None]:
+    """Read each function's type schema from a loaded tvm-ffi module's metadata."""
+    from tvm_ffi.core import TypeSchema
+
+    found: dict[str, str | None] = {}
+    for fn in names:
+        try:
+            meta = module.get_function_metadata(fn)
+        except Exception:  # noqa: BLE001 - any failure means "no usable metadata"
+            meta = None
+        if not meta or "type_schema" not in meta:
+            found[fn] = None
+            continue
+        try:
+            found[fn] = repr(TypeSchema.from_json_str(meta["type_schema"]))
+        except Exception:  # noqa: BLE001
+            found[fn] = None
+    return found
+
+
+# -- the binary ------------------------------------------------------------------------------------
+def binary_problem(so_path: Path, functions: list[str], expected_size: int | None = None,
+                   expected_sha256: str | None = None) -> str | None:
+    """Cheap pre-dlopen checks: size, ELF magic, expected symbol names, and (if given) sha256."""
+    try:
+        data = Path(so_path).read_bytes()
+    except OSError as e:
+        return f"cannot read {Path(so_path).name}: {e}"
+    if expected_size is not None and len(data) != expected_size:
+        return f"size {len(data)} != recorded {expected_size} (truncated or replaced)"
+    if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+        return "sha256 of the .so differs from the manifest (corrupted or replaced)"
+    if not data.startswith(ELF_MAGIC):
+        return "not an ELF file"
+    for fn in functions:
+        if f"__tvm_ffi_{fn}\0".encode() not in data:
+            return f"symbol __tvm_ffi_{fn} not exported"
+    if f"{IDENTITY_SYMBOL}\0".encode() not in data:
+        return "identity symbol missing"
+    return None
+
+
+def read_identity(so_path: Path) -> str | None:
+    """Call the identity function of an (already loaded) module; same handle as tvm-ffi's dlopen."""
+    try:
+        lib = ctypes.CDLL(str(so_path))
+        fn = getattr(lib, IDENTITY_SYMBOL)
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_char_p
+    fn.argtypes = []
+    value = fn()
+    return value.decode() if value else None
+
+
+def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha: bool) -> Rejection | None:
+    """Everything that can be checked on the file, before any of its code can run."""
+    if manifest.format != FORMAT:
+        return Rejection("format", f"manifest format {manifest.format} != {FORMAT}")
+    if manifest.name != spec.name:
+        return Rejection("format", f"manifest is for kernel {manifest.name!r}")
+    mism = compare(expected_schemas(spec, manifest), manifest.schemas)
+    if mism:
+        return Rejection("schema", "manifest schema differs: " + describe(mism), mism)
+    problem = binary_problem(so_path, list(spec.functions), manifest.so_size,
+                             manifest.so_sha256 if check_sha else None)
+    return Rejection("binary", problem) if problem else None
+
+
+def after_dlopen(spec: KernelSpec, manifest: Manifest | None, module: Any, so_path: Path,
+                 identity: str | None) -> tuple[Rejection | None, dict[str, str | None]]:
+    """Identity and exported schemas of a loaded module. Returns (rejection, exported schemas)."""
+    if identity is not None:
+        ident = read_identity(so_path)
+        if ident != identity:
+            return Rejection("identity", f"identity {ident!r} != manifest's {identity!r} "
+                                         "(binary of another build)"), {}
+    found = exported_schemas(module, list(spec.functions))
+    mism = compare(expected_schemas(spec, manifest), found)
+    if mism:
+        return Rejection("exported_schema", "exported schema differs: " + describe(mism), mism), found
+    return None, found
+
+
+# -- entries built elsewhere (prebuilt roots, the fleet cache) ------------------------------------
+@dataclass(frozen=True)
+class Installation:
+    """The facts of this host a foreign entry is checked against (computed once per load)."""
+
+    tvm_ffi_version: str
+    anchors: list[tuple[str, str]]
+    cuda_arch: str | None  # Settings.cuda_arch
+
+
+def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda_loadable,
+                         strict_external: bool) -> Rejection | None:
+    """Why an entry built on another machine may not be used here (None: it may).
+
+    Same sources and package headers as this installation, a compatible tvm-ffi ABI, a matching
+    arch and a loadable CUDA runtime, the expected schemas. ``strict_external``: dependencies
+    outside the anchors that exist on this host must have the recorded bytes (fleet entries
+    keep them; artifact roots drop them at export). Bytes, identity and exported schemas are
+    checked afterwards like for any entry.
+    """
+    if m.name != spec.name:
+        return Rejection("installation", f"built for kernel {m.name!r}")
+    if m.source_hashes != key.source_hashes(spec):
+        return Rejection("installation", "built from different sources than this installation")
+    check = key.check_deps(m.deps, m.absent, inst.anchors, only_anchor=None if strict_external else ROOT,
+                           tolerate_missing_external=True)
+    if not check.ok:
+        return Rejection("deps", f"{'headers' if strict_external else 'package headers'} differ: {check.reason}")
+    if key.tvm_abi(m.tvm_ffi_version) != key.tvm_abi(inst.tvm_ffi_version):
+        return Rejection("installation", f"tvm-ffi ABI {m.tvm_ffi_version} != installed {inst.tvm_ffi_version}")
+    if spec.is_cuda:
+        want = m.archs
+        try:
+            local = gpu.target_archs(inst.cuda_arch)
+        except ToolchainError as e:
+            return Rejection("installation", f"cannot tell this machine's CUDA arch: {e}")
+        if not want or not set(local) <= set(want):
+            return Rejection("installation", f"built for arch {list(want)}, this machine needs {list(local)}")
+        major = str((m.prebuilt or {}).get("cuda_major") or "")
+        if not major or not cuda_loadable(major):
+            return Rejection("installation", f"CUDA runtime libcudart.so.{major or '?'} not found on this machine")
+    mism = compare(expected_schemas(spec, m), m.schemas)
+    if mism:
+        return Rejection("schema", "schema differs: " + describe(mism), mism)
+    return None
