@@ -2,10 +2,13 @@
 
 CPU part: the NumPy reference reproduces the spec's known answers; the CUDA kernel compiles and
 links through kernelcache for sm_90 and exports the expected schema; header discovery errors;
-input validation that needs no GPU. GPU part (marked ``gpu``, skipped without a CUDA GPU):
+input validation that needs no GPU (the C++ entry points against the Python checks, message
+for message), the custom op's mutation annotations and a torch.compile(fullgraph) trace with
+fake CUDA tensors. GPU part (marked ``gpu``, skipped without a CUDA GPU):
 known answers, randomized bitwise tests of the walk against the reference, the bonus token up to
 a margin, a chi-squared lossless test, a cross-check against sglang-kernel 0.4.6's AOT op (G2),
-malformed trees, >2^32-element offsets, bad inputs, torch.compile and CUDA graphs.
+malformed trees, >2^32-element offsets, bad inputs, fused vs split launches bit for bit, the
+eager fast path vs the custom op, torch.compile and CUDA graphs (both launch shapes).
 """
 from __future__ import annotations
 
@@ -148,8 +151,13 @@ def test_builds_for_sm90_and_schema_matches(monkeypatch):
     for fn, expected in ss.FUNCTIONS.items():
         found = str(TypeSchema.from_json_str(mod.get_function_metadata(fn)["type_schema"]))
         assert found == expected
-    # host-only helper runs without a GPU
+    # host-only helpers run without a GPU
     assert mod["tree_speculative_sampling_workspace_numel"](2, 128256) == ss.workspace_numel(2, 128256) == 2 * (4 + 126)
+    splits = mod["tree_speculative_sampling_num_splits"]
+    for bs in (0, 1, 3, 8, 64, 131, 132, 263, 264, 1000):
+        for V in (1, 3, 1024, 1025, 32000, 128256, 151936):
+            for sms in (1, 78, 132):
+                assert splits(bs, V, sms) == ss.choose_num_splits(bs, V, sms), (bs, V, sms)
 
 
 def test_flashinfer_include_discovery(monkeypatch, tmp_path):
@@ -174,7 +182,11 @@ def test_curand_include_discovery(monkeypatch, tmp_path):
     from kernelcache import ToolchainError
     from kernelcache.kernels import speculative_sampling as ss
 
+    # a CUDA home as kernelcache.toolchain.find_cuda_home() accepts it (the toolkit that compiles)
     (tmp_path / "include").mkdir()
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text("")
+    (tmp_path / "include" / "cuda_runtime.h").write_text("")
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     (tmp_path / "include" / "curand.h").write_text("")
     assert ss.curand_include_dirs() == []
@@ -257,6 +269,165 @@ def test_cpu_tensors_rejected_clearly():
     t = _torch_inputs("cpu")
     with pytest.raises(ValueError, match="must be a CUDA tensor"):
         _call(t)
+
+
+def _noncontig(x):
+    """A non-contiguous tensor with x's shape, dtype and values."""
+    import torch
+
+    if x.dim() >= 2 and x.shape[-1] > 1 and x.shape[-2] > 1:
+        return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    big = torch.zeros(x.numel() * 2, dtype=x.dtype).view(*x.shape[:-1], x.shape[-1] * 2) if x.dim() else x
+    y = big[..., ::2]
+    y.copy_(x)
+    return y
+
+
+def _exhaustive_bad_cases():
+    """(label, mutated argument list) for every check of the validation, one fault at a time."""
+    import torch
+
+    base = _torch_inputs("cpu", bs=2, N=4, S=3, V=32)
+    names = list(R.ARG_ORDER)
+    wrong_dtype = {torch.int32: [torch.int64, torch.float32, torch.uint8],
+                   torch.int64: [torch.int32, torch.float64, torch.bool],
+                   torch.float32: [torch.float64, torch.bfloat16, torch.float16, torch.int32]}
+    cases = []
+
+    def with_(i, x, label):
+        args = [base[k] for k in names]
+        args[i] = x
+        cases.append((label, args))
+
+    for i, k in enumerate(names):
+        x = base[k]
+        for dt in wrong_dtype[x.dtype]:
+            with_(i, x.to(dt), f"{k} dtype {dt}")
+        with_(i, x.unsqueeze(0), f"{k} ndim+1")
+        if k != "predicts" and x.dim() >= 1:
+            for d in range(x.dim()):
+                shape = list(x.shape)
+                shape[d] += 1
+                with_(i, torch.zeros(shape, dtype=x.dtype), f"{k} shape[{d}]+1")
+        if x.numel() > 1:
+            with_(i, _noncontig(x), f"{k} non-contiguous")
+    with_(0, base["predicts"][:-1].clone(), "predicts short")
+    with_(0, base["predicts"].view(2, -1), "predicts 2-D")
+    # N = 0, S = 0, V = 0 with bs > 0
+    zero_n = _torch_inputs("cpu", bs=2, N=1, S=3, V=32)
+    for k in ("candidates", "retrive_index", "retrive_next_token", "retrive_next_sibling", "uniform_samples"):
+        zero_n[k] = zero_n[k][:, :0]
+    for k in ("target_probs", "draft_probs"):
+        zero_n[k] = zero_n[k][:, :0]
+    cases.append(("N = 0", [zero_n[k] for k in names]))
+    zero_s = dict(base)
+    zero_s["accept_index"] = base["accept_index"][:, :0]
+    cases.append(("S = 0", [zero_s[k] for k in names]))
+    zero_v = dict(base)
+    for k in ("target_probs", "draft_probs"):
+        zero_v[k] = base[k][..., :0]
+    cases.append(("V = 0", [zero_v[k] for k in names]))
+    cases.append(("cpu tensors", [base[k] for k in names]))
+    return cases
+
+
+def _raised(fn, *args):
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - the test compares whatever comes out
+        return type(e).__name__, str(e)
+    return None
+
+
+@pytest.mark.skipif("not _nvcc_available()", reason="needs nvcc (CUDA toolkit) to compile")
+def test_cpp_validation_matches_python(monkeypatch):
+    """The C++ entry points raise exactly the Python validation's exception (type and message),
+    for every check, one fault at a time; no GPU needed (CPU tensors reach the C++ checks)."""
+    import torch
+
+    from kernelcache.kernels import speculative_sampling as ss
+    from kernelcache.kernels import speculative_sampling_op as op
+
+    monkeypatch.setenv("KERNELCACHE_CUDA_ARCH", "9.0")
+    auto = op.function(op.AUTO_FN_NAME)
+    explicit = op.function(op.FN_NAME)
+    ws = torch.zeros(64, dtype=torch.int64)
+    cases = _exhaustive_bad_cases()
+    assert len(cases) > 60
+    for label, args in cases:
+        want = _raised(op.validate, *args, 1.0, 1.0, True)
+        assert want is not None and want[0] in ("TypeError", "ValueError"), (label, want)
+        assert _raised(auto, *args, 1.0, 1.0, True) == want, label
+        assert _raised(explicit, *args, 1.0, 1.0, True, ws, 1) == want, label
+    # thresholds: the C++ check exists too (Python's comes first in the public API)
+    args = cases[-1][1]
+    assert "threshold_acc must be in [0, 1]" in _raised(auto, *args, 1.0, 1.5, True)[1]
+    assert "threshold_single must be in [0, 1]" in _raised(auto, *args, float("nan"), 1.0, True)[1]
+    # the public function on its fast path (enabled once the module is loaded) raises the same
+    ss._enable_fast_path()
+    if op.env_allocator_available():
+        assert ss._fast is not None
+    for label, args in cases:
+        want = _raised(op.validate, *args, 1.0, 1.0, True)
+        got = _raised(ss.tree_speculative_sampling_target_only, *args, 1.0, 1.0, True)
+        assert got == want, label
+
+
+def test_custom_op_mutation_annotations():
+    """The torch op marks exactly the four written tensors as mutated (draft_probs included)."""
+    import torch
+
+    from kernelcache.kernels import speculative_sampling_op as op
+
+    op.register_op()
+    schema = torch.ops.kernelcache.tree_speculative_sampling_target_only.default._schema
+    written = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    assert written == ["predicts", "accept_index", "accept_token_num", "draft_probs"]
+    assert [a.name for a in schema.arguments][:11] == list(R.ARG_ORDER)
+    assert len(schema.returns) == 0
+
+
+_COMPILE_TRACE = r"""
+import sys, numpy as np, torch
+sys.path.insert(0, {tests!r})
+import tree_sampling_reference as R
+from torch._subclasses.fake_tensor import FakeTensorMode
+from kernelcache.kernels import tree_speculative_sampling_target_only as op
+
+inputs = R.make_inputs(np.random.default_rng(0), 2, 4, 3, 32, tree="kary", k=2)
+with FakeTensorMode():  # CUDA tensors without a GPU: tracing only
+    t = {{k: torch.empty(v.shape, dtype=getattr(torch, str(v.dtype)), device="cuda") for k, v in inputs.items()}}
+graphs = []
+def backend(gm, example_inputs):
+    graphs.append(gm)
+    return gm
+def f(t):
+    op(*(t[k] for k in R.ARG_ORDER), 1.0, 0.5, False)
+    return t["predicts"].sum()
+torch.compile(f, fullgraph=True, backend=backend)(t)
+code = graphs[0].code
+print("CALLS", code.count("torch.ops.kernelcache.tree_speculative_sampling_target_only.default("))
+print("ARGS", "1.0, 0.5, False)" in code)
+# a bad input raises the Python validation's error at trace time
+bad = dict(t)
+with FakeTensorMode():
+    bad["target_probs"] = torch.empty(2, 4, 32, dtype=torch.float64, device="cuda")
+try:
+    torch.compile(f, fullgraph=True, backend=backend)(bad)
+except Exception as e:
+    print("BAD", "target_probs must be torch.float32, got torch.float64" in str(e))
+"""
+
+
+def test_torch_compile_fullgraph_traces_custom_op_cpu():
+    """torch.compile(fullgraph=True) traces the public function into one call of the custom op,
+    also when the very first call of the process is being traced; no GPU (fake CUDA tensors)."""
+    code = _COMPILE_TRACE.format(tests=str(Path(__file__).resolve().parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.split()
+    assert "CALLS" in lines and lines[lines.index("CALLS") + 1] == "1", out.stdout + out.stderr
+    assert "ARGS True" in out.stdout and "BAD True" in out.stdout, out.stdout + out.stderr
 
 
 # =============================================================================================
@@ -551,10 +722,19 @@ def test_bad_inputs_gpu():
     t = _torch_inputs("cuda")
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         _call(t, 1.0001, 1.0)
-    # the raw tvm-ffi function validates too (errors, never a launch)
-    from kernelcache.kernels import speculative_sampling as ss
+    # device mismatch (CUDA vs CPU) raised identically by the C++ entry point and Python
+    from kernelcache.kernels import speculative_sampling_op as op
 
-    fn = ss._module()[ss.FN_NAME]
+    for k in ("predicts", "target_probs", "draft_probs", "uniform_samples_for_final_sampling"):
+        t = _torch_inputs("cuda")
+        t[k] = t[k].cpu()
+        args = [t[n] for n in R.ARG_ORDER]
+        want = _raised(op.validate, *args, 1.0, 1.0, True)
+        assert want is not None and want[0] == "ValueError", want
+        assert _raised(op.function(op.AUTO_FN_NAME), *args, 1.0, 1.0, True) == want, k
+        assert _raised(_call, t) == want, k
+    # the raw tvm-ffi function validates too (errors, never a launch)
+    fn = op.function(op.FN_NAME)
     t = _torch_inputs("cuda")
     args = [t[k] for k in R.ARG_ORDER]
     with pytest.raises(ValueError, match="workspace has"):
@@ -566,6 +746,91 @@ def test_bad_inputs_gpu():
     with pytest.raises(ValueError, match="threshold_acc"):
         fn(*args, 1.0, 2.0, True, torch.empty(100, dtype=torch.int64, device="cuda"), 1)
     torch.cuda.synchronize()
+
+
+def _call_raw(t, splits, ts=1.0, ta=1.0, det=True):
+    """The explicit tvm-ffi entry point: a given split count (1: the fused kernel)."""
+    import torch
+
+    from kernelcache.kernels import speculative_sampling_op as op
+
+    bs, V = t["candidates"].shape[0], t["target_probs"].shape[2]
+    ws = torch.empty(max(op.workspace_numel(bs, V), 1), dtype=torch.int64, device="cuda")
+    op.function(op.FN_NAME)(*(t[k] for k in R.ARG_ORDER), ts, ta, det, ws, splits)
+
+
+@requires_gpu
+@pytest.mark.parametrize("V", [3, 20, 1000, 32000, 128256])
+def test_fused_and_split_paths_agree(V):
+    """One fused launch (one split) and the two-kernel path with any split count give the same
+    bits, equal to the reference; so does the public function (its own choice) and the op."""
+    import torch
+
+    rng = np.random.default_rng(V)
+    chunks = -(-V // 1024)
+    for i, cfg in enumerate(_configs(V, rng, 4)):
+        inputs = R.make_inputs(rng, **cfg)
+        ts, ta = THRESHOLDS[(i * 5) % len(THRESHOLDS)]
+        ref, infos = R.run_reference(inputs, ts, ta, "G3")
+        outs = {}
+        for det in (True, False):
+            for splits in sorted({1, 2, 5, chunks, chunks + 3}):
+                t = _to_torch(inputs)
+                _call_raw(t, splits, ts, ta, det)
+                torch.cuda.synchronize()
+                outs[(det, splits)] = _to_numpy(t)
+            t = _to_torch(inputs)
+            _call(t, ts, ta, det)
+            outs[(det, "public")] = _to_numpy(t)
+            t = _to_torch(inputs)
+            from kernelcache.kernels import speculative_sampling_op as op
+
+            op.register_op()(*(t[k] for k in R.ARG_ORDER), ts, ta, det)
+            outs[(det, "op")] = _to_numpy(t)
+        ctx = f"cfg={cfg} ts={ts} ta={ta}"
+        first = outs[(True, 1)]
+        _compare(first, ref, infos, "fused " + ctx)
+        for key, out in outs.items():
+            for k in first:
+                a, b = out[k], outs[(key[0], 1)][k]
+                assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f"{key} {k} {ctx}"
+
+
+@requires_gpu
+def test_fast_path_is_taken_and_other_routes_use_the_op():
+    """Eager calls with plain tensors take the direct tvm-ffi call (when torch exposes its DLPack
+    C exchange API); under a dispatch mode the call goes through the custom op; same results."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kernelcache.kernels import speculative_sampling as ss
+    from kernelcache.kernels import speculative_sampling_op as op
+
+    inputs = R.make_inputs(np.random.default_rng(8), 4, 8, 4, 32000, tree="kary", k=2, target="peaky")
+    ref, infos = R.run_reference(inputs)
+    out = _run_kernel(inputs)
+    _compare(out, ref, infos, "fast path")
+    if not op.env_allocator_available():
+        pytest.skip("torch has no DLPack C exchange API here: calls take the general path")
+    assert ss._fast is not None
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    t = _to_torch(inputs)
+    with Log():
+        _call(t)
+    torch.cuda.synchronize()
+    assert any("kernelcache.tree_speculative_sampling_target_only" in f for f in seen), seen
+    _compare(_to_numpy(t), ref, infos, "dispatch mode")
+    # int thresholds / a bool-like deterministic take the general path, same result
+    t = _to_torch(inputs)
+    ss.tree_speculative_sampling_target_only(*(t[k] for k in R.ARG_ORDER), 1, 1, 1)
+    _compare(_to_numpy(t), ref, infos, "int arguments")
 
 
 @requires_gpu
@@ -629,3 +894,22 @@ def test_torch_compile_and_cuda_graph():
     g.replay()
     torch.cuda.synchronize()
     _compare(_to_numpy(static), ref2, infos2, "cuda graph replay")
+
+    # both launch shapes captured: the split path (workspace allocated during capture, from the
+    # graph's pool) and the fused kernel (no workspace), captured first thing on a fresh shape
+    for bs, V in ((3, 128256), (300, 1000)):
+        a = R.make_inputs(rng, bs, 6, 4, V, tree="kary", k=2, target="peaky")
+        b = R.make_inputs(rng, bs, 6, 4, V, tree="chain", k=1, target="sparse")
+        static = _to_torch(a)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            op(*(static[k] for k in R.ARG_ORDER), 1.0, 1.0, True)
+        for inp in (a, b, a):
+            ref, infos = R.run_reference(inp)
+            for k, v in inp.items():
+                static[k].copy_(torch.from_numpy(v))
+            g.replay()
+            torch.cuda.synchronize()
+            _compare(_to_numpy(static), ref, infos, f"cuda graph bs={bs} V={V}")
+        del g, static
+    torch.cuda.synchronize()

@@ -1,6 +1,7 @@
 // Tree speculative sampling, target-only (behaviour "G3" of specs/tree_speculative_sampling.md).
 //
-// Written from the spec for kernelcache.  Two kernels per call:
+// Written from the spec for kernelcache.  Two kernels per call when a request's row is split
+// over several blocks (small batches), one fused kernel when it is not:
 //
 //   kernel 1  grid = bs * num_splits blocks of kWalkThreads threads.
 //             Every block of request b loads the request's tree into shared memory (one
@@ -15,6 +16,8 @@
 //             of kPer chunks, then a shuffle scan), finds the first chunk whose running sum
 //             exceeds u = coin * total and the block scans that chunk with FlashInfer's
 //             DeviceSamplingFromProb; writes the bonus / correction token.
+//   fused     grid = bs blocks (num_splits == 1): kernel 1's body with the chunk sums in shared
+//             memory, a barrier, then kernel 2's body.  No workspace, one launch.
 //
 // The row is read from HBM once (kernel 1); kernel 2 re-reads one chunk.  Splitting a row
 // across blocks keeps the GPU busy for small batches with large vocabularies.
@@ -76,6 +79,7 @@ struct Params {
   int32_t num_chunks;        // ceil(V / kChunk)
   float threshold_single;
   float threshold_acc;  // already capped to >= 1e-9f
+  int32_t fused_slices_offset;  // fused kernel: byte offset of the chunk sums in dynamic smem
 };
 
 __device__ __forceinline__ int32_t clamp_node(int64_t v, int32_t n) {
@@ -131,7 +135,7 @@ __device__ __forceinline__ FVec<VEC> residual_vec(const float* trow, const float
 // step would make every warp wait a full memory latency per step.
 template <int VEC, bool BONUS>
 __device__ __forceinline__ void slice_sums(const Params& P, const float* __restrict__ trow,
-                                           const float* __restrict__ drow, int64_t b,
+                                           const float* __restrict__ drow, SliceSum* out,
                                            int32_t chunk_lo, int32_t chunk_hi) {
   constexpr int kSteps = kChunk / (32 * VEC);
   constexpr int kBatch = kSteps >= 2 ? kSteps / 2 : 1;
@@ -184,22 +188,20 @@ __device__ __forceinline__ void slice_sums(const Params& P, const float* __restr
       sum += __shfl_xor_sync(0xffffffffu, sum, off);
       last_valid = max(last_valid, __shfl_xor_sync(0xffffffffu, last_valid, off));
     }
-    if (lane == 0) P.slices[b * P.num_chunks + c] = SliceSum{sum, last_valid};
+    if (lane == 0) out[c] = SliceSum{sum, last_valid};
   }
 }
 
 // ------------------------------------------------------------------------------------------
-// Kernel 1: walk + draft side effect + per-chunk residual sums.
+// Kernel 1 body: walk + draft side effect + per-chunk residual sums of block (b, split).
+// FUSED: the only block of request b (one split); the walk result stays in s_walk and the
+// chunk sums go to `slices` in shared memory, for pick_block in the same kernel.
 // ------------------------------------------------------------------------------------------
-template <int VEC, bool STAGED>
-__global__ void __launch_bounds__(kWalkThreads, kWalkMinBlocks)
-    walk_and_slice_kernel(Params P) {
-  __shared__ WalkResult s_walk;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-
+template <int VEC, bool STAGED, bool FUSED>
+__device__ __forceinline__ void walk_and_slice_block(const Params& P, int64_t b, int32_t split,
+                                                     unsigned char* smem_raw, WalkResult& s_walk,
+                                                     SliceSum* slices) {
   const int tid = threadIdx.x;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) / P.num_splits;
-  const int32_t split = static_cast<int32_t>(blockIdx.x % P.num_splits);
   const int32_t N = P.num_nodes;
   const int32_t V = P.vocab;
   const int32_t chunk_lo = split * P.chunks_per_block;
@@ -325,12 +327,12 @@ __global__ void __launch_bounds__(kWalkThreads, kWalkMinBlocks)
     s_walk.last_rej = last_rej;
     if (writer) {
       P.accept_token_num[b] = n;
-      P.walk[b] = WalkResult{row, n, last, last_rej};
+      if constexpr (!FUSED) P.walk[b] = WalkResult{row, n, last, last_rej};
     }
   }
   __syncthreads();
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  asm volatile("griddepcontrol.launch_dependents;");
+  if constexpr (!FUSED) asm volatile("griddepcontrol.launch_dependents;");
 #endif
 
   // Residual over this block's chunks of the final row: one warp per chunk, lanes add their
@@ -340,10 +342,22 @@ __global__ void __launch_bounds__(kWalkThreads, kWalkMinBlocks)
   const float* trow = target_req + row * V;
   const float* drow = draft_req + row * V;
   if (s_walk.n == P.num_spec - 1) {
-    slice_sums<VEC, true>(P, trow, drow, b, chunk_lo, chunk_hi);
+    slice_sums<VEC, true>(P, trow, drow, slices, chunk_lo, chunk_hi);
   } else {
-    slice_sums<VEC, false>(P, trow, drow, b, chunk_lo, chunk_hi);
+    slice_sums<VEC, false>(P, trow, drow, slices, chunk_lo, chunk_hi);
   }
+}
+
+// Kernel 1 (split path): grid = bs * num_splits blocks; chunk sums and walk results go to the
+// workspace for pick_kernel.
+template <int VEC, bool STAGED>
+__global__ void __launch_bounds__(kWalkThreads, kWalkMinBlocks)
+    walk_and_slice_kernel(Params P) {
+  __shared__ WalkResult s_walk;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int64_t b = static_cast<int64_t>(blockIdx.x) / P.num_splits;
+  const int32_t split = static_cast<int32_t>(blockIdx.x % P.num_splits);
+  walk_and_slice_block<VEC, STAGED, false>(P, b, split, smem_raw, s_walk, P.slices + b * P.num_chunks);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -396,23 +410,19 @@ __device__ __forceinline__ float prefix_round(const SliceSum* __restrict__ slice
   return __shfl_sync(0xffffffffu, mine, owner);
 }
 
+// Kernel 2 body for request b: `w` is its walk result, `slices` its chunk sums (workspace in
+// global memory, or shared memory in the fused kernel).
 template <int VEC, bool DETERMINISTIC>
-__global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
+__device__ __forceinline__ void pick_block(const Params& P, int64_t b, const WalkResult w,
+                                           const SliceSum* slices) {
   namespace fs = flashinfer::sampling;
   using TempStorage = fs::SamplingTempStorage<kPickThreads, fs::SCAN_ALGO, fs::REDUCE_ALGO>;
   __shared__ TempStorage temp;
   __shared__ float s_u, s_running;
   __shared__ int s_start, s_fallback;
 
-#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-
   const int tid = threadIdx.x;
-  const int64_t b = blockIdx.x;
   const int32_t V = P.vocab;
-  const WalkResult w = P.walk[b];
-  const SliceSum* slices = P.slices + b * P.num_chunks;
 
   // Warp 0: total and chunk search over the chunk sums in a fixed order (repeatable).
   //   pass A: total = running sum through the last chunk (rounds of kRound chunks);
@@ -510,6 +520,36 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
     const int32_t tok = (sampled >= 0 && sampled < V) ? sampled : s_fallback;
     if (w.last >= 0 && w.last < P.predicts_len) P.predicts[w.last] = tok;
   }
+}
+
+// Kernel 2 (split path): grid = bs blocks; reads the walk result and chunk sums of kernel 1
+// from the workspace (programmatic dependent launch where available).
+template <int VEC, bool DETERMINISTIC>
+__global__ void __launch_bounds__(kPickThreads) pick_kernel(Params P) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  const int64_t b = blockIdx.x;
+  pick_block<VEC, DETERMINISTIC>(P, b, P.walk[b], P.slices + b * P.num_chunks);
+}
+
+// ------------------------------------------------------------------------------------------
+// Fused kernel (one split per request): grid = bs blocks.  Walk, chunk sums (kept in shared
+// memory after the staged tree, at byte offset P.fused_slices_offset) and the final pick in one
+// launch, with no workspace.  Same code paths as the two kernels, so the same bits.
+// ------------------------------------------------------------------------------------------
+static_assert(kPickThreads == kWalkThreads, "the fused kernel runs both bodies with one block shape");
+
+template <int VEC, bool STAGED, bool DETERMINISTIC>
+__global__ void __launch_bounds__(kWalkThreads) fused_kernel(Params P) {
+  __shared__ WalkResult s_walk;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int64_t b = blockIdx.x;
+  SliceSum* s_slices = reinterpret_cast<SliceSum*>(smem_raw + P.fused_slices_offset);
+  walk_and_slice_block<VEC, STAGED, true>(P, b, 0, smem_raw, s_walk, s_slices);
+  __syncthreads();
+  const WalkResult w = s_walk;
+  pick_block<VEC, DETERMINISTIC>(P, b, w, s_slices);
 }
 
 }  // namespace tree_sampling
