@@ -99,6 +99,8 @@ def _controller_state(config: pytest.Config) -> SessionState:
 def _worker_state(config: pytest.Config) -> SessionState:
     """A worker takes the controller's decisions as they are (no second probe or resolution)."""
     payload = config.workerinput.get(PLUGIN_NAME) or {}  # type: ignore[attr-defined]
+    if "options" not in payload:  # a controller that did not send its decisions: decide here
+        return _controller_state(config)
     opts = {d: tuple(v) for d, v in payload["options"].items()}
     state = SessionState(config, opts, from_wire(payload["settings"]), dict(payload.get("hw") or {}),
                          payload.get("arch", ""))
