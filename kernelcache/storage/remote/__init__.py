@@ -1,0 +1,77 @@
+"""The fleet cache's remote layer: content-addressed blobs, create-if-absent envelopes, leases.
+
+``open_remote(settings)`` gives a :class:`RemoteCache` (or None when no remote is configured).
+This layer guarantees bytes (size + sha256 of every file), signatures (when verify keys are
+set), the atomic commit (an envelope created last, never overwritten) and bounded time (an
+outage marks the remote down for the process). Whether a fetched entry may be *loaded* is the
+loader's validation, exactly as for a local entry. Protocol: docs/fleet_cache.md.
+
+Nothing heavy is imported here: obstore and cryptography load only when a remote needs them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .backend import (RemoteCorrupt, RemoteError, RemoteMissing, RemoteReadOnly, RemoteRefused,
+                      RemoteUnavailable)
+
+if TYPE_CHECKING:
+    from ...settings import Settings
+    from .client import RemoteCache, RemoteEntry, RemoteRef
+    from .lease import Lease, LeaseInfo
+
+__all__ = ["open_remote", "RemoteCache", "RemoteRef", "RemoteEntry", "Lease", "LeaseInfo", "RemoteError",
+           "RemoteUnavailable", "RemoteMissing", "RemoteCorrupt", "RemoteRefused", "RemoteReadOnly",
+           "RemoteDownWarning", "reset_down_state"]
+
+_LAZY = {"RemoteCache": "client", "RemoteRef": "client", "RemoteEntry": "client", "RemoteDownWarning": "client",
+         "reset_down_state": "client", "Lease": "lease", "LeaseInfo": "lease"}
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(name)
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+
+
+def open_remote(settings: "Settings", environ: Mapping[str, str] | None = None) -> "RemoteCache | None":
+    """The configured remote, or None when it is unset or ``off``.
+
+    ``environ`` (default: the process environment, read only) supplies the store's standard
+    variables (``AWS_*``). Configuration errors (a bad URL, plain http to a non-loopback
+    endpoint, unreadable keys, obstore missing for s3/gs/az) raise KernelCacheError with the
+    fix; reachability is not checked here (the first request finds out, and an outage is a miss).
+    """
+    if not settings.remote_enabled:
+        return None
+    from . import url as url_mod
+    from .client import RemoteCache
+
+    u = url_mod.parse(settings.remote or "")
+    if u.is_file:
+        from .filestore import FileBackend
+
+        backend: Any = FileBackend(u.path, settings.remote_timeout)  # type: ignore[arg-type]
+        identity = u.redacted
+    else:
+        import os
+
+        from .objstore import ObjectBackend, _endpoint
+
+        env = os.environ if environ is None else environ
+        backend = ObjectBackend(u, settings.remote_timeout, env)
+        identity = f"{u.redacted}@{_endpoint(u.scheme, env) or 'default'}"
+    signer = verifier = None
+    if settings.remote_writable and settings.remote_signing_key is not None:
+        from .signing import load_signer
+
+        signer = load_signer(settings.remote_signing_key)
+    if settings.remote_verify_keys:
+        from .signing import Verifier, load_public_keys
+
+        verifier = Verifier(load_public_keys(settings.remote_verify_keys))
+    return RemoteCache(backend, u.redacted, settings.remote_writable, identity=identity, signer=signer,
+                       verifier=verifier, lease_ttl=settings.remote_lease_ttl, scheme=u.scheme)

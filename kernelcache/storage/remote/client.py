@@ -1,0 +1,381 @@
+"""The fleet-cache client: envelopes, blobs, leases over one backend, with outage rules.
+
+Layout under the remote prefix (see docs/fleet_cache.md):
+    blobs/<sha256>                          immutable file contents, named by their sha256
+    entries/<name>/<skey>/<entry_id>.json   the envelope; created last, create-if-absent: the commit
+    leases/<name>/<skey>/<gen>.json         compile leases (lease.py)
+
+Outage rule: the first :class:`RemoteUnavailable` (connection refused, DNS, timeout, 401/403)
+marks the remote down for the whole process (one warning); every later call raises
+``RemoteUnavailable`` at once, without a request. Everything else is about one entry (missing,
+corrupt, refused) and leaves the remote up.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import re
+import socket
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from . import lease as lease_mod
+from .backend import ObjectInfo, RemoteCorrupt, RemoteReadOnly, RemoteRefused, RemoteUnavailable
+from .lease import Lease, LeaseInfo
+from .signing import Signer, Verifier, canonical
+
+FORMAT = 1
+MAX_ENVELOPE = 64 << 20
+NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
+SKEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
+ENTRY_RE = re.compile(r"^[0-9a-f]{32}$")
+SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
+OPS = ("list", "get", "put", "head", "delete")
+
+_state_lock = threading.Lock()
+_down: dict[str, str] = {}  # remote identity -> reason (process-wide)
+_warned: set[str] = set()
+_held: "set[Lease]" = set()
+
+
+class RemoteDownWarning(UserWarning):
+    """The fleet cache became unreachable; this process goes on with its local cache."""
+
+
+def reset_down_state() -> None:
+    """Forget which remotes were marked down (tests; a long-lived process after an outage)."""
+    with _state_lock:
+        _down.clear()
+        _warned.clear()
+
+
+@atexit.register
+def _release_held() -> None:
+    for held in list(_held):
+        held.release()
+
+
+@dataclass(frozen=True)
+class RemoteRef:
+    """One listed entry (no request made for its envelope yet)."""
+
+    name: str
+    skey: str
+    entry_id: str
+    key: str
+    size: int
+    last_modified: datetime
+
+    @property
+    def created(self) -> datetime:
+        return self.last_modified
+
+
+@dataclass(frozen=True)
+class RemoteEntry:
+    """A fetched, checked envelope. ``files``: file name -> (sha256, size)."""
+
+    ref: RemoteRef
+    manifest: dict
+    files: dict[str, tuple[str, int]]
+    signed_by: str | None  # verified key id; None when unsigned or no verify keys configured
+    created: str
+    host: str
+    envelope: dict = field(repr=False, default_factory=dict)
+
+
+def check_ids(name: str, skey: str, entry_id: str | None = None) -> None:
+    if not NAME_RE.match(name or ""):
+        raise ValueError(f"bad kernel name for the remote: {name!r}")
+    if not SKEY_RE.match(skey or ""):
+        raise ValueError(f"bad source key for the remote (lowercase hex): {skey!r}")
+    if entry_id is not None and not ENTRY_RE.match(entry_id or ""):
+        raise ValueError(f"bad entry id for the remote (32 lowercase hex): {entry_id!r}")
+
+
+def entry_key(name: str, skey: str, entry_id: str) -> str:
+    return f"entries/{name}/{skey}/{entry_id}.json"
+
+
+def blob_key(sha256: str) -> str:
+    return f"blobs/{sha256}"
+
+
+def file_digest(path: Path) -> tuple[str, int]:
+    h, n = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            n += len(chunk)
+    return h.hexdigest(), n
+
+
+class _Guarded:
+    """The backend behind the outage rule and the request counters (what lease.py talks to)."""
+
+    def __init__(self, rc: "RemoteCache"):
+        self._rc = rc
+
+    def __getattr__(self, op: str) -> Callable[..., Any]:
+        kind = {"list": "list", "get": "get", "stream": "get", "head": "head", "put_if_absent": "put",
+                "put_file": "put", "delete": "delete"}[op]
+        fn = getattr(self._rc._backend, op)
+
+        def call(*args: Any, **kw: Any) -> Any:
+            self._rc._check_up()
+            self._rc._count(kind)
+            try:
+                out = fn(*args, **kw)
+            except RemoteUnavailable as e:
+                self._rc._mark_down(str(e))
+                raise
+            return self._watch(out) if op == "stream" else out
+
+        return call
+
+    def _watch(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        try:
+            yield from chunks
+        except RemoteUnavailable as e:
+            self._rc._mark_down(str(e))
+            raise
+
+
+class RemoteCache:
+    """One fleet-cache remote. Thread-safe; cheap to create (down state is process-wide)."""
+
+    def __init__(self, backend: Any, url: str, writable: bool, identity: str | None = None,
+                 signer: Signer | None = None, verifier: Verifier | None = None, lease_ttl: float = 600.0,
+                 scheme: str = ""):
+        self._backend = backend
+        self.url = url
+        self.scheme = scheme
+        self.writable = writable
+        self.identity = identity or url
+        self.signer = signer
+        self.verifier = verifier
+        self.lease_ttl = lease_ttl
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(OPS, 0)
+        self.store = _Guarded(self)
+
+    def __repr__(self) -> str:
+        mode = "readwrite" if self.writable else "read"
+        return f"RemoteCache({self.url}, {mode}{', down' if self.down_reason else ''})"
+
+    # -- outage state and counters -----------------------------------------------------------
+    @property
+    def down_reason(self) -> str | None:
+        return _down.get(self.identity)
+
+    def _check_up(self) -> None:
+        reason = _down.get(self.identity)
+        if reason is not None:
+            raise RemoteUnavailable(f"fleet cache {self.url} is marked down for this process: {reason}")
+
+    def _mark_down(self, reason: str) -> None:
+        with _state_lock:
+            _down.setdefault(self.identity, reason)
+            first = self.identity not in _warned
+            _warned.add(self.identity)
+        if first:
+            warnings.warn(f"kernelcache: fleet cache {self.url} is unavailable ({reason}); this process goes on "
+                          "with its local cache only", RemoteDownWarning, stacklevel=4)
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+
+    def request_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def _need_writable(self, what: str) -> None:
+        if not self.writable:
+            raise RemoteReadOnly(f"{what}: fleet cache {self.url} is read-only here (KERNELCACHE_REMOTE_MODE=read)")
+
+    # -- reading -----------------------------------------------------------------------------
+    def list_entries(self, name: str, skey: str) -> list[RemoteRef]:
+        """Entries of (name, skey), newest first. One list request."""
+        check_ids(name, skey)
+        refs = []
+        for o in self.store.list(f"entries/{name}/{skey}/"):
+            ref = self._ref(o, name, skey)
+            if ref is not None:
+                refs.append(ref)
+        refs.sort(key=lambda r: (r.last_modified, r.entry_id), reverse=True)
+        return refs
+
+    @staticmethod
+    def _ref(o: ObjectInfo, name: str | None = None, skey: str | None = None) -> RemoteRef | None:
+        parts = o.key.split("/")
+        if len(parts) != 4 or parts[0] != "entries" or not parts[3].endswith(".json"):
+            return None
+        n, s, eid = parts[1], parts[2], parts[3][:-5]
+        if (name is not None and n != name) or (skey is not None and s != skey) or not ENTRY_RE.match(eid):
+            return None
+        return RemoteRef(n, s, eid, o.key, o.size, o.last_modified)
+
+    def all_entries(self) -> list[RemoteRef]:
+        """Every entry on the remote (ls, verify, trim): one listing of ``entries/``."""
+        refs = [r for o in self.store.list("entries/") if (r := self._ref(o)) is not None]
+        refs.sort(key=lambda r: (r.name, r.skey, r.last_modified), reverse=False)
+        return refs
+
+    def read_entry(self, ref: RemoteRef) -> RemoteEntry:
+        """Fetch and check the envelope: format, path fields, files, signature (per settings)."""
+        where = f"{self.url}/{ref.key}"
+        raw = self.store.get(ref.key)
+        if len(raw) > MAX_ENVELOPE:
+            raise RemoteCorrupt(f"{where}: envelope of {len(raw)} bytes is larger than any manifest")
+        try:
+            env = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise RemoteCorrupt(f"{where}: envelope is not JSON") from None
+        if not isinstance(env, dict):
+            raise RemoteCorrupt(f"{where}: envelope is not a JSON object")
+        if env.get("format") != FORMAT:
+            raise RemoteRefused(f"{where}: envelope format {env.get('format')!r}, this kernelcache reads {FORMAT}")
+        for k in ("name", "skey", "entry_id"):
+            if env.get(k) != getattr(ref, k):
+                raise RemoteRefused(f"{where}: envelope says {k}={env.get(k)!r}, its path says {getattr(ref, k)!r}")
+        files = env.get("files")
+        manifest = env.get("manifest")
+        if not isinstance(files, dict) or not files or not isinstance(manifest, dict):
+            raise RemoteRefused(f"{where}: envelope lacks files or manifest")
+        checked: dict[str, tuple[str, int]] = {}
+        for fname, meta in files.items():
+            if not isinstance(fname, str) or not FILE_RE.match(fname) or not isinstance(meta, dict):
+                raise RemoteRefused(f"{where}: bad file entry {fname!r}")
+            sha, size = meta.get("sha256"), meta.get("size")
+            if not isinstance(sha, str) or not SHA_RE.match(sha) or not isinstance(size, int) or size < 0 \
+                    or isinstance(size, bool):
+                raise RemoteRefused(f"{where}: bad sha256/size for {fname!r}")
+            checked[fname] = (sha, size)
+        signed_by = self.verifier.verify(env, where) if self.verifier is not None else None
+        return RemoteEntry(ref, manifest, checked, signed_by, str(env.get("created", "")), str(env.get("host", "")),
+                           env)
+
+    def fetch_files(self, entry: RemoteEntry, dest_dir: Path) -> None:
+        """Stream each blob into ``dest_dir/<file name>`` while hashing; size and sha256 must match.
+
+        A mismatch deletes what this call wrote and raises RemoteCorrupt; a missing blob (trimmed)
+        raises RemoteMissing; an outage mid-download raises RemoteUnavailable (and marks down).
+        """
+        dest_dir = Path(dest_dir)
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        try:
+            for fname, (sha, size) in sorted(entry.files.items()):
+                target = dest_dir / fname
+                written.append(target)
+                self._fetch_one(entry, fname, sha, size, target)
+        except BaseException:
+            for p in written:
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+            raise
+
+    def _fetch_one(self, entry: RemoteEntry, fname: str, sha: str, size: int, target: Path) -> None:
+        where = f"{self.url}/{blob_key(sha)} ({fname} of {entry.ref.name}/{entry.ref.entry_id})"
+        h, n = hashlib.sha256(), 0
+        with open(target, "wb") as f:
+            for chunk in self.store.stream(blob_key(sha)):
+                n += len(chunk)
+                if n > size:
+                    raise RemoteCorrupt(f"{where}: larger than the recorded {size} bytes")
+                h.update(chunk)
+                f.write(chunk)
+        if n != size:
+            raise RemoteCorrupt(f"{where}: {n} bytes, the envelope records {size}")
+        if h.hexdigest() != sha:
+            raise RemoteCorrupt(f"{where}: sha256 {h.hexdigest()[:16]}… does not match its name")
+
+    # -- writing -----------------------------------------------------------------------------
+    def publish(self, name: str, skey: str, entry_id: str, manifest: dict, files: dict[str, Path]) -> bool:
+        """Upload missing blobs, then create the envelope (the commit point). False: it existed."""
+        self._need_writable("publish")
+        check_ids(name, skey, entry_id)
+        if not files:
+            raise ValueError("publish: an entry needs at least one file")
+        for fname in files:
+            if not FILE_RE.match(fname):
+                raise ValueError(f"publish: bad file name {fname!r}")
+        canonical(manifest)  # JSON-serialisable, no NaN: fail before any request
+        key = entry_key(name, skey, entry_id)
+        if self.store.head(key) is not None:
+            return False  # first writer won; never overwrite, no upload needed
+        digests = {fname: file_digest(Path(p)) for fname, p in files.items()}
+        uploaded: set[str] = set()
+        for fname, (sha, size) in sorted(digests.items()):
+            if sha in uploaded:
+                continue
+            info = self.store.head(blob_key(sha))
+            if info is None or info.size != size:
+                self.store.put_file(blob_key(sha), Path(files[fname]), replace=info is not None)
+            uploaded.add(sha)
+        env = {"format": FORMAT, "name": name, "skey": skey, "entry_id": entry_id,
+               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
+               "files": {f: {"sha256": s, "size": n} for f, (s, n) in sorted(digests.items())},
+               "manifest": manifest}
+        if self.signer is not None:
+            env = self.signer.sign(env)
+        return self.store.put_if_absent(key, json.dumps(env, sort_keys=True, separators=(",", ":")).encode())
+
+    # -- single flight -----------------------------------------------------------------------
+    def acquire_lease(self, name: str, skey: str, ttl: float | None = None) -> Lease | LeaseInfo:
+        """Take the compile lease (a Lease; release it) or get its live holder (a LeaseInfo)."""
+        self._need_writable("acquire_lease")
+        check_ids(name, skey)
+        got = lease_mod.acquire(self.store, name, skey, self.lease_ttl if ttl is None else ttl)
+        if isinstance(got, Lease):
+            with _state_lock:
+                _held.add(got)
+            got._on_release = lambda: _held.discard(got)
+        return got
+
+    def lease_holder(self, name: str, skey: str) -> LeaseInfo | None:
+        """The live holder of the compile lease, if any (readers may call this)."""
+        check_ids(name, skey)
+        return lease_mod.live_holder(self.store, name, skey, self.lease_ttl)
+
+    def wait_for_entries(self, name: str, skey: str, deadline_s: float,
+                         on_wait: Callable[[LeaseInfo | None, float], None] | None = None) -> list[RemoteRef]:
+        """Poll (backoff 0.25 s -> 2 s) until entries appear ([refs]), the holder's lease ends or
+        disappears ([]), or ``deadline_s`` passes ([]). ``on_wait(holder, waited_s)`` per poll."""
+        start = time.monotonic()
+        delay = 0.25
+        for _ in range(int(max(0.0, deadline_s) / 0.25) + 3):
+            refs = self.list_entries(name, skey)
+            if refs:
+                return refs
+            holder = self.lease_holder(name, skey)
+            waited = time.monotonic() - start
+            if holder is None:
+                return self.list_entries(name, skey)  # the holder may have committed, then released
+            if on_wait is not None:
+                on_wait(holder, waited)
+            remaining = deadline_s - waited
+            if remaining <= 0:
+                return []
+            time.sleep(max(0.05, min(delay, remaining, holder.expires - time.time())))
+            delay = min(delay * 1.5, 2.0)
+        return []
+
+    # -- maintenance helpers (ops.py) --------------------------------------------------------
+    def hash_blob(self, sha: str) -> tuple[str, int]:
+        """(sha256, size) of what the remote holds under blobs/<sha>."""
+        h, n = hashlib.sha256(), 0
+        for chunk in self.store.stream(blob_key(sha)):
+            h.update(chunk)
+            n += len(chunk)
+        return h.hexdigest(), n
