@@ -14,7 +14,6 @@ caller's contract (see docs/tvm_ffi_dropin.md):
 """
 from __future__ import annotations
 
-import inspect
 import os
 import secrets
 import shutil
@@ -44,34 +43,22 @@ def _settings(settings: "Settings | None") -> "Settings":
     return Settings.from_env()
 
 
-def _accepts_settings(fn: Callable[..., Any]) -> bool:
-    try:
-        return "settings" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _core_load(spec: KernelSpec, settings: "Settings") -> "Module":
     import kernelcache
 
-    if _accepts_settings(kernelcache.load):
-        return kernelcache.load(spec, settings=settings)
-    return kernelcache.load(spec)  # pragma: no cover - pre-Settings loader
+    return kernelcache.load(spec, settings=settings)
 
 
 def _core_build(spec: KernelSpec, settings: "Settings") -> Path:
     """Build/validate through ``warm`` and return the cached ``.so``; failures re-raised."""
     import kernelcache
 
-    res = (kernelcache.warm([spec], settings=settings) if _accepts_settings(kernelcache.warm)
-           else kernelcache.warm([spec]))[0]
+    res = kernelcache.warm([spec], settings=settings)[0]
     if res.status == "failed":
-        err = getattr(res, "error", None)
-        if isinstance(err, BaseException):
-            raise err
-        raise BuildError(spec.name, "<warm>", getattr(res, "reason", "") or "build failed")
-    so = getattr(res, "so_path", None)
-    return Path(so) if so else Path(res.entry_path) / f"{spec.name}.so"
+        if isinstance(res.error, BaseException):
+            raise res.error
+        raise BuildError(spec.name, "<warm>", res.reason or "build failed")
+    return Path(res.so_path) if res.so_path else Path(res.entry_path) / f"{spec.name}.so"
 
 
 def _original(name: str) -> Callable[..., Any]:
