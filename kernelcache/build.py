@@ -6,7 +6,6 @@ killed build leaves only its private directory, which a later sweep removes.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil

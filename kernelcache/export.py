@@ -17,21 +17,10 @@ from pathlib import Path
 
 from . import manifest as manifest_mod
 from . import toolchain
-from .errors import ToolchainError
 from .settings import Settings, resolve
 from .storage.entry import Entry
 
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
-
-
-def nvcc_major() -> str | None:
-    """The CUDA major version the toolkit here links against (recorded for readers)."""
-    try:
-        banner = toolchain.tool_identity(toolchain.find_nvcc())["version"]
-    except ToolchainError:
-        return None
-    found = re.search(r"release (\d+)\.", banner)
-    return found.group(1) if found else None
 
 
 def export_entry(entry: Entry, out: Path, cuda_major: str | None) -> Path:
@@ -72,7 +61,7 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
             if m is None:
                 report.append({"name": name, "status": "failed", "arch": arch, "reason": "entry vanished"})
                 continue
-            dest = export_entry(Entry(Path(res.entry_path), m), out, nvcc_major() if spec.is_cuda else None)
+            dest = export_entry(Entry(Path(res.entry_path), m), out, toolchain.nvcc_major() if spec.is_cuda else None)
             report.append({"name": name, "status": res.status, "arch": arch, "seconds": time.monotonic() - t0,
                            "entry": str(dest.relative_to(out))})
     return report

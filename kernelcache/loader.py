@@ -11,7 +11,6 @@ here reads or writes ``os.environ``.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from . import build, events, gpu, key, toolchain, validate
+from .admit import accept, dlopen_path, name_lock
+from .admit import reset_process_state as reset_process_state  # re-exported (public API)
 from . import manifest as manifest_mod
 from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
 from .lock import single_flight
@@ -48,37 +49,6 @@ class WarmResult:
         return {"name": self.name, "status": self.status, "seconds": round(self.seconds, 3),
                 "reason": self.reason, "entry_id": self.entry_id, "entry_path": self.entry_path,
                 "so_path": self.so_path}
-
-
-class _ProcessState:
-    """What one process remembers: loaded modules, verified files, dlopen'ed inodes."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.modules: dict[tuple[str, str], Any] = {}  # (entry dir, entry id) -> tvm_ffi.Module
-        self.verified_sha: set[str] = set()
-        self.dlopened: dict[str, int] = {}
-        self.name_locks: dict[str, threading.Lock] = {}
-
-    def name_lock(self, name: str) -> threading.Lock:
-        with self.lock:
-            return self.name_locks.setdefault(name, threading.Lock())
-
-
-_state = _ProcessState()
-
-
-def reset_process_state() -> None:
-    """Forget loaded modules, verified checksums and counters (tests; a long-lived REPL).
-
-    What dlopen has mapped is remembered: the dynamic loader itself never forgets a path, so
-    a later load of a replaced file at that path must still go through a private copy.
-    """
-    global _state
-    dlopened = _state.dlopened
-    _state = _ProcessState()
-    _state.dlopened = dlopened
-    events.reset_stats()
 
 
 @dataclass
@@ -113,51 +83,8 @@ class _Ctx:
                                      key.anchors_of(self.spec), self.s.cuda_arch)
 
 
-# -- acceptance: the one door every entry goes through ------------------------------------------
-def _dlopen_path(so_path: Path, store: LocalStore) -> Path:
-    """A path that dlopen has not cached for different bytes.
-
-    dlopen returns the already-loaded handle for a path it has seen, even if the file there was
-    replaced (e.g. a rejected entry rebuilt under the same id). Such a file is loaded from a
-    private per-process copy instead, so the new bytes really run.
-    """
-    ino = so_path.stat().st_ino
-    with _state.lock:
-        seen = _state.dlopened.get(str(so_path))
-        if seen is None or seen == ino:
-            _state.dlopened[str(so_path)] = ino
-            return so_path
-    private = store.private_copy(so_path)
-    with _state.lock:
-        _state.dlopened[str(private)] = private.stat().st_ino
-    return private
-
-
-def _accept(ctx: _Ctx, entry: Entry) -> tuple[Any, validate.Rejection | None]:
-    """Validate and load an entry on local disk. (module, None) or (None, why not)."""
-    mkey = (str(entry.path), entry.entry_id)
-    with _state.lock:
-        mod = _state.modules.get(mkey)
-    if mod is not None:
-        return mod, None
-    sp = str(entry.so_path)
-    rej = validate.before_dlopen(ctx.spec, entry.manifest, entry.so_path, check_sha=sp not in _state.verified_sha)
-    if rej:
-        return None, rej
-    _state.verified_sha.add(sp)
-    import tvm_ffi
-
-    try:
-        path = _dlopen_path(entry.so_path, ctx.store)
-        mod = tvm_ffi.load_module(str(path))
-    except Exception as e:  # noqa: BLE001 - any load failure is a rejection
-        return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
-    rej, _ = validate.after_dlopen(ctx.spec, entry.manifest, mod, path, entry.manifest.identity)
-    if rej:
-        return None, rej
-    with _state.lock:
-        _state.modules[mkey] = mod
-    return mod, None
+def _accept(ctx: "_Ctx", entry: Entry) -> tuple[Any, validate.Rejection | None]:
+    return accept(ctx.spec, entry, ctx.store)
 
 
 def _reject(ctx: _Ctx, entry: Entry, rej: validate.Rejection) -> None:
@@ -243,7 +170,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
         problem = validate.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
         import tvm_ffi
 
-        mod = tvm_ffi.load_module(str(_dlopen_path(bdir / plan.so_name, ctx.store)))
+        mod = tvm_ffi.load_module(str(dlopen_path(bdir / plan.so_name, ctx.store)))
         found = validate.exported_schemas(mod, list(spec.functions))
         mism = validate.compare(validate.expected_schemas(spec, None), found)
         if mism:
@@ -305,7 +232,7 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
         l1 = key.level1(plan, s)
     except ToolchainError as e:
         return _without_toolchain(ctx, e)
-    with _state.name_lock(spec.name):
+    with name_lock(spec.name):
         look = _LocalLook(reason="rebuild requested", code="rebuild") if s.rebuild else _local(ctx, plan, l1)
         if look.module is not None:
             _hit(ctx, look.entry)
@@ -348,7 +275,7 @@ def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]
     spec, s = ctx.spec, ctx.s
     skey = ctx.skey()
     if skey and not s.rebuild:
-        with _state.name_lock(spec.name):
+        with name_lock(spec.name):
             mod, entry = _foreign(ctx, ctx.store.fetched(spec.name, skey), strict_external=True)
             if mod is not None:
                 _hit(ctx, entry)
@@ -407,3 +334,21 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict:
     from .diagnose import explain as _explain
 
     return _explain(spec, settings)
+
+
+def push(spec: KernelSpec, settings: Settings | None = None) -> dict:
+    """Upload the entry this host loads for ``spec`` to the fleet cache (``kernelcache push``).
+
+    The entry is loaded (built if needed) with the remote off first, so only a binary that
+    validated here is published; prebuilt and fetched entries are not re-published.
+    """
+    s = resolve(settings)
+    if not s.remote_writable:
+        raise KernelCacheError("push needs a remote in readwrite mode (KERNELCACHE_REMOTE_MODE=readwrite)")
+    with events.logging_to(s.log):
+        _, res = _pipeline(spec, s.replace(remote_mode="off"))
+        m = manifest_mod.read(Path(res.entry_path))
+        if res.status not in ("hit", "built") or m is None or m.origin:
+            return {"entry_id": res.entry_id, "status": "skipped", "reason": f"{res.status} entry, not built here"}
+        status = _fleet().upload(_Ctx(spec, s, LocalStore(s)), Entry(Path(res.entry_path), m))
+    return {"entry_id": res.entry_id, "status": status}

@@ -172,6 +172,18 @@ def find_nvcc() -> str:
     return str(Path(find_cuda_home()) / "bin" / "nvcc")
 
 
+def nvcc_major() -> str | None:
+    """The CUDA major version the toolkit here links against (recorded for readers elsewhere)."""
+    import re
+
+    try:
+        banner = tool_identity(find_nvcc())["version"]
+    except ToolchainError:
+        return None
+    found = re.search(r"release (\d+)\.", banner)
+    return found.group(1) if found else None
+
+
 def find_ninja() -> str:
     """The ninja of the `ninja` wheel (a declared dependency), else the one on PATH."""
     spec = importlib.util.find_spec("ninja")

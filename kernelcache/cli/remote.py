@@ -20,7 +20,7 @@ def _remote(args):
 
 def cmd_push(args) -> int:
     """Upload the local entries of the named (default: all shipped) kernels that load here."""
-    from ..storage import fleet
+    from ..loader import push
 
     s = settings_of(args)
     if not s.remote_writable:
@@ -28,9 +28,12 @@ def cmd_push(args) -> int:
         return 2
     rows, failed = [], 0
     for name, spec in specs(args.names).items():
-        for r in fleet.push_local(spec, s):
-            rows.append([name, r["entry_id"][:12], r["status"], r.get("reason", "")[:80]])
-            failed += r["status"] == "failed"
+        try:
+            r = push(spec, s)
+        except Exception as e:  # noqa: BLE001 - reported per kernel
+            r = {"entry_id": "", "status": "failed", "reason": f"{type(e).__name__}: {e}"}
+        rows.append([name, r["entry_id"][:12], r["status"], r.get("reason", "")[:80]])
+        failed += r["status"] == "failed"
     print(table(rows, ["kernel", "entry", "status", "reason"]) if rows else "nothing to push")
     return 1 if failed else 0
 

@@ -1,0 +1,94 @@
+"""The one door every entry goes through before its code can run: validate, dlopen, check.
+
+What a process remembers lives here too (loaded modules, files whose sha256 was verified,
+the inodes dlopen has mapped per path), because those facts decide how an entry is admitted:
+a module already admitted is handed out again, a file already verified is not re-hashed, and a
+path whose bytes changed since dlopen saw it is loaded from a private copy.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from . import events, validate
+from .spec import KernelSpec
+from .storage.entry import Entry
+from .storage.local import LocalStore
+
+
+class _ProcessState:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.modules: dict[tuple[str, str], Any] = {}  # (entry dir, entry id) -> tvm_ffi.Module
+        self.verified_sha: set[str] = set()
+        self.dlopened: dict[str, int] = {}  # path -> inode dlopen'ed from that path
+        self.name_locks: dict[str, threading.Lock] = {}
+
+
+_state = _ProcessState()
+
+
+def name_lock(name: str) -> threading.Lock:
+    """One in-process lock per kernel name (threads of one process never build twice)."""
+    with _state.lock:
+        return _state.name_locks.setdefault(name, threading.Lock())
+
+
+def reset_process_state() -> None:
+    """Forget loaded modules, verified checksums and counters (tests; a long-lived REPL).
+
+    What dlopen has mapped is remembered: the dynamic loader itself never forgets a path, so
+    a later load of a replaced file at that path must still go through a private copy.
+    """
+    with _state.lock:
+        _state.modules.clear()
+        _state.verified_sha.clear()
+    events.reset_stats()
+
+
+def dlopen_path(so_path: Path, store: LocalStore) -> Path:
+    """A path that dlopen has not cached for different bytes.
+
+    dlopen returns the already-loaded handle for a path it has seen, even if the file there was
+    replaced (e.g. a rejected entry rebuilt under the same id). Such a file is loaded from a
+    private per-process copy instead, so the new bytes really run.
+    """
+    ino = so_path.stat().st_ino
+    with _state.lock:
+        seen = _state.dlopened.get(str(so_path))
+        if seen is None or seen == ino:
+            _state.dlopened[str(so_path)] = ino
+            return so_path
+    private = store.private_copy(so_path)
+    with _state.lock:
+        _state.dlopened[str(private)] = private.stat().st_ino
+    return private
+
+
+def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, validate.Rejection | None]:
+    """Validate and load an entry on local disk. (module, None) or (None, why not)."""
+    mkey = (str(entry.path), entry.entry_id)
+    with _state.lock:
+        mod = _state.modules.get(mkey)
+    if mod is not None:
+        return mod, None
+    sp = str(entry.so_path)
+    rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=sp not in _state.verified_sha)
+    if rej:
+        return None, rej
+    with _state.lock:
+        _state.verified_sha.add(sp)
+    import tvm_ffi
+
+    try:
+        path = dlopen_path(entry.so_path, store)
+        mod = tvm_ffi.load_module(str(path))
+    except Exception as e:  # noqa: BLE001 - any load failure is a rejection
+        return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
+    rej, _ = validate.after_dlopen(spec, entry.manifest, mod, path, entry.manifest.identity)
+    if rej:
+        return None, rej
+    with _state.lock:
+        _state.modules[mkey] = mod
+    return mod, None

@@ -1,0 +1,66 @@
+"""plan.py + key.py: what is keyed is exactly what runs; settings, not the environment, steer it."""
+from __future__ import annotations
+
+import pytest
+
+import kernelcache as kc
+from kernelcache import key, plan
+from conftest import project_spec
+
+
+def _settings(tmp_path, **kw):
+    return kc.Settings.from_env({"KERNELCACHE_DIR": str(tmp_path / "c")}, **kw)
+
+
+def test_keyed_commands_are_the_run_commands(tmp_path, project):
+    s = _settings(tmp_path)
+    p = plan.make_plan(project_spec(project), s)
+    bd = "/__kernelcache_build__"
+    assert p.key_commands()["compile"] == [[p.anchored(a, bd) for a in p.compile_argv(step, bd)] for step in p.sources]
+    argv = p.compile_argv(p.sources[0], "/x")
+    assert argv[:4] == [p.cxx, "-MD", "-MF", "/x/" + p.sources[0].obj + ".d"]  # -MD keeps -isystem headers
+    assert "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1" in argv
+
+
+def test_checkout_path_is_not_in_the_key(tmp_path):
+    from conftest import make_project
+
+    s = _settings(tmp_path)
+    a = make_project(tmp_path / "a")
+    b = make_project(tmp_path / "elsewhere" / "b")
+    ka = key.level1(plan.make_plan(project_spec(a), s), s)
+    kb = key.level1(plan.make_plan(project_spec(b), s), s)
+    assert ka.key == kb.key and str(tmp_path) not in str(ka.inputs["commands"])
+
+
+def test_cuda_arch_comes_from_settings(tmp_path):
+    try:
+        kc.toolchain.find_cuda_home()
+    except kc.ToolchainError:
+        pytest.skip("no CUDA toolkit")
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
+    spec = kc.KernelSpec(name="cu", sources=["k.cu"], root=tmp_path)
+    p80 = plan.make_plan(spec, _settings(tmp_path, cuda_arch="8.0"))
+    p90 = plan.make_plan(spec, _settings(tmp_path, cuda_arch="sm_90"))
+    assert "-gencode=arch=compute_80,code=sm_80" in p80.cuda_flags and p90.archs == ("9.0",)
+    s80, s90 = _settings(tmp_path, cuda_arch="8.0"), _settings(tmp_path, cuda_arch="9.0")
+    assert key.level1(p80, s80).key != key.level1(p90, s90).key
+
+
+def test_source_key_needs_no_toolchain_and_tracks_sources(tmp_path, project, monkeypatch):
+    s = _settings(tmp_path)
+    spec = project_spec(project)
+    k1 = key.source_key(spec, (), "0.1.15", s)
+    monkeypatch.setenv("CXX", "/bin/false")  # no compiler: still computable
+    assert key.source_key(spec, (), "0.1.15", s) == k1
+    assert key.source_key(spec, (), "0.1.99", s) == k1  # same ABI series
+    assert key.source_key(spec, (), "0.2.0", s) != k1
+    (project / "add.cc").write_text((project / "add.cc").read_text() + "// edit\n")
+    assert key.source_key(spec, (), "0.1.15", s) != k1
+    assert key.source_key(spec, (), "0.1.15", s.replace(cache_buster="x")) != key.source_key(spec, (), "0.1.15", s)
+
+
+def test_missing_compiler_is_a_toolchain_error(tmp_path, project, monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.raises(kc.ToolchainError, match="no-such-compiler-xyz"):
+        plan.make_plan(project_spec(project), _settings(tmp_path))

@@ -1,0 +1,77 @@
+"""validate.py on real binaries: schemas (given and learned), size/sha/ELF/symbols, identity."""
+from __future__ import annotations
+
+import pytest
+
+import kernelcache as kc
+from kernelcache import manifest, validate
+from kernelcache.storage.entry import Entry
+from conftest import project_spec, replace_file
+
+
+@pytest.fixture
+def built(kc_env, project):
+    spec = project_spec(project)
+    kc.load(spec)
+    path = kc_env.entries()[0]
+    return spec, Entry(path, manifest.read(path))
+
+
+def test_compare_learned_and_given():
+    assert validate.compare({"f": None}, {"f": "Callable[[int], int]"}) == {}
+    assert validate.compare({"f": None}, {}) == {"f": (None, None)}
+    assert validate.compare({"f": "Callable[[int],int]"}, {"f": "Callable[[int], int]"}) == {}  # spacing
+    mism = validate.compare({"f": "Callable[[int], int]"}, {"f": "Callable[[float], int]"})
+    assert validate.describe(mism) == "f: expected Callable[[int], int], found Callable[[float], int]"
+    assert validate.describe({"g": (None, None)}) == "g: expected <any>, found <missing>"
+
+
+def test_expected_schemas_fill_learned_ones_from_the_manifest(built):
+    spec, entry = built
+    learned = kc.KernelSpec(name="adder", sources=["add.cc"], root=spec.root, include_dirs=["include"],
+                            functions={"add": None})
+    assert validate.expected_schemas(learned, entry.manifest) == {"add": "Callable[[int, int], int]"}
+    assert validate.expected_schemas(learned, None) == {"add": None}
+
+
+def test_before_dlopen_accepts_the_real_entry(built):
+    spec, entry = built
+    assert validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True) is None
+
+
+def test_before_dlopen_rejections_are_typed(built, tmp_path):
+    spec, entry = built
+    m = entry.manifest
+    m.format = 99
+    assert validate.before_dlopen(spec, m, entry.so_path, True).code == "format"
+    m.format = manifest.FORMAT
+    m.schemas = {"add": "Callable[[int], int]"}
+    rej = validate.before_dlopen(spec, m, entry.so_path, True)
+    assert rej.code == "schema" and rej.mismatches["add"][1] == "Callable[[int], int]"
+    m.schemas = {"add": "Callable[[int, int], int]"}
+    data = entry.so_path.read_bytes()
+    copy = tmp_path / "x.so"
+    copy.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    rej = validate.before_dlopen(spec, m, copy, True)
+    assert rej.code == "binary" and "sha256" in rej.detail
+    assert validate.before_dlopen(spec, m, copy, False) is None  # size equal, sha not asked
+    replace_file(copy, data[:100])
+    assert "size" in validate.before_dlopen(spec, m, copy, False).detail
+    replace_file(copy, b"\0" * len(data))
+    assert validate.binary_problem(copy, ["add"], len(data)) == "not an ELF file"
+    assert validate.binary_problem(entry.so_path, ["sub"]) == "symbol __tvm_ffi_sub not exported"
+
+
+def test_after_dlopen_checks_identity_and_exported_schemas(built):
+    import tvm_ffi
+
+    spec, entry = built
+    mod = tvm_ffi.load_module(str(entry.so_path))
+    rej, found = validate.after_dlopen(spec, entry.manifest, mod, entry.so_path, entry.manifest.identity)
+    assert rej is None and found == {"add": "Callable[[int, int], int]"}
+    rej, _ = validate.after_dlopen(spec, entry.manifest, mod, entry.so_path, "another-build")
+    assert rej.code == "identity"
+    three = kc.KernelSpec(name="adder", sources=["add.cc"], root=spec.root, include_dirs=["include"],
+                          functions={"add": "Callable[[int, int, int], int]"})
+    rej, _ = validate.after_dlopen(three, None, mod, entry.so_path, None)
+    assert rej.code == "exported_schema" and "expected Callable[[int, int, int], int]" in rej.detail
