@@ -20,8 +20,8 @@ conversion instead of torch's DLPack C exchange API.
     python benchmarks/bench_tree_sampling.py [--json out.json] [--plot-dir DIR] [--sweep]
     python benchmarks/bench_tree_sampling.py --plot-from out.json --plot-dir benchmarks
 """
-from __future__ import annotations
-
+# NOTE: no ``from __future__ import annotations``: torch.library infers the schema of the
+# benchmark's custom op from real annotations.
 import argparse
 import gc
 import json
@@ -175,6 +175,83 @@ def time_issue(fn, calls=100, reps=15, sync=True):
     return out[len(out) // 2]
 
 
+def time_backlog(fn, calls=200, reps=7):
+    """GPU time per call of eagerly launched calls: the GPU is held busy (torch.cuda._sleep)
+    while `calls` calls are queued, then works through the queue at its own pace; CUDA events
+    around the queued part (median of reps), us. Shows whether eager is bound by the GPU."""
+    import torch
+
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(int(2e6))  # ~1 ms of spinning, longer than queueing the calls
+        a.record()
+        for _ in range(calls):
+            fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) * 1000.0 / calls)
+    out.sort()
+    return out[len(out) // 2]
+
+
+def set_options(pdl=-1, eager_fused_chunks=-1):
+    from kernelcache.kernels import speculative_sampling_op as op
+
+    return list(op.function(op.OPTIONS_FN_NAME)(pdl, eager_fused_chunks))
+
+
+def levers(a, aot):
+    """PDL on/off for the two-kernel path, and eager one-launch vs two-launch over (bs, V)."""
+    import torch
+
+    from kernelcache.kernels import speculative_sampling as ss
+    from kernelcache.kernels import speculative_sampling_op as op
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    raw = op.function(op.FN_NAME)
+    out = {"pdl": [], "fusion": []}
+    for bs, V in ((1, 32000), (8, 32000), (8, 128256), (64, 128256)):
+        t = make_inputs(bs, 8, 5, V, 1)
+        args_t = [t[k] for k in ORDER]
+        sp = ss.choose_num_splits(bs, V, sms)
+        ws = torch.empty(op.workspace_numel(bs, V), dtype=torch.int64, device="cuda")
+        row = dict(bs=bs, V=V, splits=sp)
+        for pdl in (1, 0):
+            set_options(pdl=pdl)
+            fn = (lambda: raw(*args_t, 1.0, 1.0, True, ws, sp))
+            row[f"pdl{pdl}"] = dict(eager=time_eager(fn, a.calls, a.reps), backlog=time_backlog(fn),
+                                    issue=time_issue(fn, a.issue_calls), graph=time_graph(fn, a.inner, a.reps))
+        set_options(pdl=1)
+        fn = (lambda: raw(*args_t, 1.0, 1.0, True, ws, 1))
+        row["fused"] = dict(eager=time_eager(fn, a.calls, a.reps), backlog=time_backlog(fn),
+                            issue=time_issue(fn, a.issue_calls), graph=time_graph(fn, a.inner, a.reps))
+        if aot is not None:
+            fa = (lambda: aot(*args_t, 1.0, 1.0, True))
+            row["aot"] = dict(eager=time_eager(fa, a.calls, a.reps), backlog=time_backlog(fa))
+        out["pdl"].append(row)
+        print("lever", json.dumps(row), flush=True)
+
+    for V in (16000, 32000, 48000, 64000, 96000, 128256, 151936):
+        for bs in (1, 8, 32, 64):
+            t = make_inputs(bs, 8, 5, V, 1)
+            args_t = [t[k] for k in ORDER]
+            sp = ss.choose_num_splits(bs, V, sms)
+            ws = torch.empty(op.workspace_numel(bs, V), dtype=torch.int64, device="cuda")
+            split_fn = (lambda: raw(*args_t, 1.0, 1.0, True, ws, sp))
+            fused_fn = (lambda: raw(*args_t, 1.0, 1.0, True, ws, 1))
+            row = dict(bs=bs, V=V, splits=sp, split_eager=time_eager(split_fn, a.calls // 2, 5),
+                       fused_eager=time_eager(fused_fn, a.calls // 2, 5))
+            out["fusion"].append(row)
+            print("fusion", json.dumps(row), flush=True)
+
+    torch.cuda.empty_cache()
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # the previous public path, rebuilt for a same-run comparison
 # ---------------------------------------------------------------------------------------------
@@ -268,16 +345,19 @@ def measure_shape(shape, aot, a):
     bs, N, S, V, topk = shape
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     splits = ss.choose_num_splits(bs, V, sms)
+    eager_splits = ss.choose_num_splits(bs, V, sms, eager=True)
     t = make_inputs(bs, N, S, V, topk)
     args_t = [t[k] for k in ORDER]
     v = variants(args_t, aot, splits)
-    row = dict(bs=bs, N=N, S=S, V=V, topk=topk, splits=splits, fused=splits == 1)
+    row = dict(bs=bs, N=N, S=S, V=V, topk=topk, splits=splits, fused=splits == 1, eager_splits=eager_splits)
     # graph replay (kernel time)
     row["graph_us"] = {k: time_graph(v[k], a.inner, a.reps) for k in ("public", "raw_fused") + (("aot",) if aot else ())}
     row["graph_us"]["public_nondet"] = time_graph(
         lambda: ss.tree_speculative_sampling_target_only(*args_t, 1.0, 1.0, False), a.inner, a.reps)
     # eager wall per call
     row["eager_us"] = {k: time_eager(fn, a.calls, a.reps) for k, fn in v.items() if k != "validate_only"}
+    # GPU time per eagerly launched call (queue pre-filled behind a busy GPU)
+    row["backlog_us"] = {k: time_backlog(v[k]) for k in ("public", "raw_fused", "raw_cached_ws") + (("aot",) if aot else ())}
     # host issue time per call
     row["issue_us"] = {k: time_issue(fn, a.issue_calls) for k, fn in v.items()}
     # the same calls on a batch of 0 requests (same 11 tensors, nothing launched): conversion +
@@ -455,6 +535,7 @@ def main():
     ap.add_argument("--issue-calls", type=int, default=100)
     ap.add_argument("--sweep", action="store_true", help="also sweep blocks-per-SM targets")
     ap.add_argument("--no-fallback", action="store_true")
+    ap.add_argument("--levers", action="store_true", help="PDL on/off and eager one- vs two-launch sweeps")
     ap.add_argument("--child-fallback", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.plot_from:
@@ -495,6 +576,8 @@ def main():
               f"AOT {row['graph_us'].get('aot', float('nan')):.1f}", flush=True)
     if not a.no_fallback:
         res["fallback"] = fallback_lever(a)
+    if a.levers:
+        res["levers"] = levers(a, aot)
     print_tables(res)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))

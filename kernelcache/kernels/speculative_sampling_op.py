@@ -18,6 +18,7 @@ FN_NAME = "tree_speculative_sampling_target_only"
 AUTO_FN_NAME = "tree_speculative_sampling_target_only_auto"
 WS_FN_NAME = "tree_speculative_sampling_workspace_numel"
 SPLITS_FN_NAME = "tree_speculative_sampling_num_splits"
+OPTIONS_FN_NAME = "tree_speculative_sampling_launch_options"
 ALLOC_FN_NAME = "tree_speculative_sampling_has_env_allocator"
 
 _T11 = "Tensor, " * 11
@@ -26,7 +27,8 @@ FUNCTIONS = {
     FN_NAME: f"Callable[[{_T11}float, float, bool, Tensor, int], None]",
     AUTO_FN_NAME: f"Callable[[{_T11}float, float, bool], None]",
     WS_FN_NAME: "Callable[[int, int], int]",
-    SPLITS_FN_NAME: "Callable[[int, int, int], int]",
+    SPLITS_FN_NAME: "Callable[[int, int, int, bool], int]",
+    OPTIONS_FN_NAME: "Callable[[int, int], Array[int]]",
     ALLOC_FN_NAME: "Callable[[Tensor], bool]",
 }
 
@@ -40,6 +42,9 @@ ARG_NAMES = (
 _CHUNK = 1024
 # kernel-1 blocks (256 threads) aimed for per SM; must match kTargetBlocksPerSm in tree_sampling.cu
 _TARGET_BLOCKS_PER_SM = 2  # best overall in the H200 sweep (benchmarks/RESULTS.md)
+# eager calls (no graph capture) use one fused launch up to this many chunks per row; must match
+# kEagerFusedMaxChunks in tree_sampling.cu
+_EAGER_FUSED_MAX_CHUNKS = 32
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,15 +93,23 @@ def num_sms(device: Any) -> int:
     return n
 
 
-def choose_num_splits(bs: int, vocab: int, num_sms: int, blocks_per_sm: Optional[int] = None) -> int:
-    """Kernel-1 blocks per request: enough blocks to fill the GPU, at most one per vocabulary
-    chunk of 1024 entries (small batches with large vocabularies get many blocks per row).
+def choose_num_splits(bs: int, vocab: int, num_sms: int, blocks_per_sm: Optional[int] = None,
+                      eager: bool = False) -> int:
+    """Kernel-1 blocks per request (what the C++ entry point chooses): enough blocks to fill the
+    GPU, one per request once the batch alone fills it, at most one per vocabulary chunk of 1024
+    entries (small batches with large vocabularies get many blocks per row). Eager calls (no
+    graph capture) fuse rows of at most _EAGER_FUSED_MAX_CHUNKS chunks into one launch.
     One split means one fused launch without a workspace."""
     if bs <= 0 or vocab <= 0:
         return 1
-    per_sm = _TARGET_BLOCKS_PER_SM if blocks_per_sm is None else blocks_per_sm
     chunks = -(-vocab // _CHUNK)
-    want = -(-(per_sm * max(num_sms, 1)) // bs)
+    sms = max(num_sms, 1)
+    if bs >= sms:
+        return 1
+    if eager and chunks <= _EAGER_FUSED_MAX_CHUNKS:
+        return 1
+    per_sm = _TARGET_BLOCKS_PER_SM if blocks_per_sm is None else blocks_per_sm
+    want = -(-(per_sm * sms) // bs)
     return max(1, min(chunks, want))
 
 

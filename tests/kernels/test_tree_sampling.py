@@ -157,7 +157,9 @@ def test_builds_for_sm90_and_schema_matches(monkeypatch):
     for bs in (0, 1, 3, 8, 64, 131, 132, 263, 264, 1000):
         for V in (1, 3, 1024, 1025, 32000, 128256, 151936):
             for sms in (1, 78, 132):
-                assert splits(bs, V, sms) == ss.choose_num_splits(bs, V, sms), (bs, V, sms)
+                for eager in (False, True):
+                    assert splits(bs, V, sms, eager) == ss.choose_num_splits(bs, V, sms, eager=eager), (bs, V, sms)
+    assert list(mod["tree_speculative_sampling_launch_options"](-1, -1)) == [1, 32]
 
 
 def test_flashinfer_include_discovery(monkeypatch, tmp_path):
@@ -205,8 +207,11 @@ def test_choose_num_splits():
             s = choose_num_splits(bs, V, 132)
             assert 1 <= s <= -(-V // 1024)
     assert choose_num_splits(1, 128256, 132) >= 126  # small batch: one block per 1024-entry chunk
-    assert choose_num_splits(256, 128256, 132) <= 8
+    assert choose_num_splits(64, 128256, 132) == 5
+    assert choose_num_splits(256, 128256, 132) == 1  # the batch fills the GPU: one fused launch
     assert choose_num_splits(256, 3, 132) == 1
+    assert choose_num_splits(8, 32000, 132) == 32 and choose_num_splits(8, 32000, 132, eager=True) == 1
+    assert choose_num_splits(8, 128256, 132, eager=True) == 33
 
 
 def _np_inputs(bs=2, N=4, S=3, V=32):

@@ -7,12 +7,14 @@
 //
 //   tree_speculative_sampling_target_only_auto(11 tensors, ts, ta, det)
 //       what the Python API calls: the split count is chosen here (SM count cached per
-//       device); the workspace, when the split path needs one, comes from the caller's tensor
+//       device; eager calls and graph captures may choose differently, the results are the
+//       same bits); the workspace, when the split path needs one, comes from the caller's tensor
 //       allocator (torch's caching allocator, through tvm-ffi's environment allocator), so
 //       it is stream-ordered and CUDA-graph-capture safe like torch.empty.  One split: one
 //       fused launch and no workspace.
 //   tree_speculative_sampling_target_only(11 tensors, ts, ta, det, workspace, num_splits)
 //       explicit workspace and split count (benchmarks, callers without an env allocator).
+#include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
@@ -34,6 +36,8 @@ namespace ts = kernelcache::tree_sampling;
 constexpr const char* kFn = "tree_speculative_sampling_target_only: ";
 // must match _TARGET_BLOCKS_PER_SM in kernelcache/kernels/speculative_sampling.py
 constexpr int64_t kTargetBlocksPerSm = 2;
+// must match _EAGER_FUSED_MAX_CHUNKS there
+constexpr int64_t kEagerFusedMaxChunks = 32;
 // the fused kernel keeps the tree and the chunk sums in dynamic shared memory up to this size
 constexpr size_t kFusedSmemLimit = 32 * 1024;
 
@@ -185,12 +189,31 @@ T* ptr_of(const TensorView& t) {
 
 int64_t num_chunks_for(int64_t vocab) { return (vocab + ts::kChunk - 1) / ts::kChunk; }
 
-// Mirrors choose_num_splits() of the Python module.
-int64_t auto_num_splits(int64_t bs, int64_t vocab, int64_t num_sms) {
+// Launch options (benchmark levers; defaults are what the H200 measurements chose).
+std::atomic<bool> g_pdl{true};                 // programmatic dependent launch of kernel 2
+std::atomic<int64_t> g_eager_fused_chunks{kEagerFusedMaxChunks};
+
+// Mirrors choose_num_splits() of the Python module.  Kernel time: enough blocks to fill the
+// GPU (kTargetBlocksPerSm per SM), one per request once the batch alone fills it, at most one
+// per chunk.  Eager (not capturing a graph): one fused launch whenever a row has at most
+// g_eager_fused_chunks chunks, since a second launch costs more there than it saves.
+int64_t auto_num_splits(int64_t bs, int64_t vocab, int64_t num_sms, bool eager) {
   if (bs <= 0 || vocab <= 0) return 1;
   const int64_t chunks = num_chunks_for(vocab);
-  const int64_t want = (kTargetBlocksPerSm * std::max<int64_t>(num_sms, 1) + bs - 1) / bs;
+  const int64_t sms = std::max<int64_t>(num_sms, 1);
+  if (bs >= sms) return 1;
+  if (eager && chunks <= g_eager_fused_chunks.load(std::memory_order_relaxed)) return 1;
+  const int64_t want = (kTargetBlocksPerSm * sms + bs - 1) / bs;
   return std::max<int64_t>(1, std::min(chunks, want));
+}
+
+bool stream_is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+    cudaGetLastError();
+    return true;  // unknown: the choice that is best for graphs
+  }
+  return st != cudaStreamCaptureStatusNone;
 }
 
 int64_t num_sms_of(int device_id) {
@@ -332,7 +355,7 @@ cudaError_t launch_vec(const Launch& L, bool deterministic, cudaStream_t stream)
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  err = cudaLaunchKernelEx(&cfg, pk, P);
+  err = g_pdl.load(std::memory_order_relaxed) ? cudaLaunchKernelEx(&cfg, pk, P) : cudaErrorNotSupported;
   if (err != cudaSuccess) {  // no PDL: plain launch (pick_kernel's wait is then a no-op)
     cudaGetLastError();
     pk<<<dim3(bs), dim3(ts::kPickThreads), 0, stream>>>(P);
@@ -381,9 +404,19 @@ int64_t tree_speculative_sampling_workspace_numel(int64_t bs, int64_t vocab) {
   return bs * (4 + num_chunks_for(vocab));
 }
 
-// The split count the _auto entry point uses for (bs, vocab) on a GPU with num_sms SMs.
-int64_t tree_speculative_sampling_num_splits(int64_t bs, int64_t vocab, int64_t num_sms) {
-  return auto_num_splits(bs, vocab, num_sms);
+// The split count the _auto entry point uses for (bs, vocab) on a GPU with num_sms SMs, eager
+// (no graph capture on the stream) or while capturing.
+int64_t tree_speculative_sampling_num_splits(int64_t bs, int64_t vocab, int64_t num_sms, bool eager) {
+  return auto_num_splits(bs, vocab, num_sms, eager);
+}
+
+// Benchmark levers (process-wide): pdl 0/1 (programmatic dependent launch of kernel 2),
+// eager_fused_chunks (eager calls fuse into one launch up to this many 1024-entry chunks per
+// row); a negative value leaves a setting unchanged.  Returns the settings in force.
+tvm::ffi::Array<int64_t> tree_speculative_sampling_launch_options(int64_t pdl, int64_t eager_fused_chunks) {
+  if (pdl >= 0) g_pdl.store(pdl != 0);
+  if (eager_fused_chunks >= 0) g_eager_fused_chunks.store(eager_fused_chunks);
+  return {g_pdl.load() ? 1 : 0, g_eager_fused_chunks.load()};
 }
 
 // Whether this call has a tensor allocator in its environment (what the _auto entry point
@@ -403,7 +436,14 @@ void tree_speculative_sampling_target_only_auto(
   const Dims d = validate(named);
   if (d.bs == 0) return;
   const DLDevice dev = target_probs.device();
-  Launch L = plan(named, d, threshold_single, threshold_acc, auto_num_splits(d.bs, d.V, num_sms_of(dev.device_id)));
+  const int64_t sms = num_sms_of(dev.device_id);
+  int64_t splits = auto_num_splits(d.bs, d.V, sms, false);
+  if (splits > 1 && auto_num_splits(d.bs, d.V, sms, true) == 1) {  // eager would fuse: capturing?
+    if (!stream_is_capturing(static_cast<cudaStream_t>(TVMFFIEnvGetStream(dev.device_type, dev.device_id)))) {
+      splits = 1;
+    }
+  }
+  Launch L = plan(named, d, threshold_single, threshold_acc, splits);
   if (L.fused) {
     run(L, dev, deterministic);
     return;
@@ -451,3 +491,4 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(tree_speculative_sampling_target_only_auto, tree_s
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(tree_speculative_sampling_workspace_numel, tree_speculative_sampling_workspace_numel);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(tree_speculative_sampling_num_splits, tree_speculative_sampling_num_splits);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(tree_speculative_sampling_has_env_allocator, tree_speculative_sampling_has_env_allocator);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(tree_speculative_sampling_launch_options, tree_speculative_sampling_launch_options);
