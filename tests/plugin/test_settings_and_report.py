@@ -326,3 +326,60 @@ def test_rerun_test_plans_without_pytest_installed(tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["groups"][0]["tests"][0]["path"] == "tests/plugin/test_rerun_by_name.py"
+
+
+def _summary(r: pytest.RunResult) -> tuple[list[str], dict[str, str]]:
+    """The summary table's header words and {kernel: its row line}."""
+    lines = r.stdout.lines
+    i = next(n for n, line in enumerate(lines) if line.startswith("kernel ") and " status " in line)
+    header = lines[i]
+    rows = {}
+    for line in lines[i + 1:]:
+        if line.startswith("totals:"):
+            break
+        rows[line.split()[0]] = line
+    return header, rows
+
+
+def test_fleet_cache_columns_appear_only_with_remote_activity(kcp, tmp_path):
+    """An unreachable remote: remote errors with their reason. readwrite: a remote miss (with its
+    reason) and an upload. A fresh local cache then gets a remote hit. Without remote activity
+    the remote columns are not shown."""
+    kcp.ini()
+    kcp.pytester.makepyfile(test_k=USES_A_ONLY)
+    fleet = tmp_path / "fleet"
+    url = fleet.as_uri()
+    report = kcp.path / "r.json"
+
+    def run(cache: str, *args: str) -> tuple[str, dict[str, str]]:
+        r = kcp.run("-p", "kernelcache", f"--kc-cache-dir={kcp.path / cache}", f"--kc-report-json={report}", *args)
+        assert r.ret == 0, r.stdout.str() + r.stderr.str()
+        return _summary(r)
+
+    header, rows = run("cache-a", f"--kc-remote={url}")  # the directory does not exist yet
+    assert "remote errors" in header and "uploads" not in header
+    assert "(remote_unavailable:" in rows["kc_add_a"]
+
+    fleet.mkdir()
+    header, rows = run("cache-b", f"--kc-remote={url}", "--kc-remote-mode=readwrite")
+    assert "remote misses" in header and "uploads" in header and "remote hits" not in header
+    assert "1 (remote_no_entry:1)" in rows["kc_add_a"]
+    stats = {k["name"]: k for k in json.loads(report.read_text())["kernels"]}["kc_add_a"]["stats"]
+    assert stats["uploads"] == 1 and stats["reasons"]["remote_misses:remote_no_entry"] == 1
+
+    header, rows = run("cache-c", f"--kc-remote={url}")
+    assert "remote hits" in header and "uploads" not in header
+    assert rows["kc_add_a"].split()[1] == "remote"
+    assert kcp.compiles("add_a.cc") == 2  # built for cache-a and cache-b; cache-c fetched it
+
+    header, rows = run("cache-c")  # no remote: the narrow table
+    assert "remote" not in header and rows["kc_add_a"].split()[1] == "hit"
+
+
+USES_A_ONLY = '''
+import pytest
+
+@pytest.mark.kernel("kc_add_a")
+def test_a(kc_kernel):
+    assert kc_kernel.add(40, 2) == 42
+'''
