@@ -58,8 +58,11 @@ def reset_down_state() -> None:
 
 @atexit.register
 def _release_held() -> None:
-    for held in list(_held):
-        held.release()
+    """A process that exits holding a lease frees it for the fleet (quietly, best effort)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for held in list(_held):
+            held.release()
 
 
 @dataclass(frozen=True)

@@ -132,11 +132,13 @@ class Lease:
         ttl = self.ttl if ttl is None else ttl
         cur = current(self._store, self.name, self.skey, ttl)
         if cur is None or cur.generation != self.generation or cur.token != self.info.token:
+            self._lost()
             return False
         gen = self.generation + 1
         rec = _record(self.name, self.skey, gen, ttl, self.info.token)
         if not self._store.put_if_absent(f"{lease_prefix(self.name, self.skey)}{gen:010d}.json",
                                          json.dumps(rec).encode()):
+            self._lost()
             return False
         old = self.key
         self.info = LeaseInfo(self.name, self.skey, gen, rec["host"], rec["pid"], rec["acquired"],
@@ -148,14 +150,21 @@ class Lease:
             pass
         return True
 
+    def _lost(self) -> None:
+        self.released = True
+        if self._on_release:
+            self._on_release()
+
     def release(self) -> None:
+        """Delete our generation (idempotent; a lease already expired or lost is left alone)."""
         if self.released:
             return
         self.released = True
-        try:
-            self._store.delete(self.key)
-        except RemoteError:
-            pass  # it expires on its own
+        if self.info.live():
+            try:
+                self._store.delete(self.key)
+            except RemoteError:
+                pass  # it expires on its own
         if self._on_release:
             self._on_release()
 

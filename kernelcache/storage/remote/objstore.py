@@ -32,6 +32,7 @@ _S3_ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")
 _GCS_ENDPOINT_ENV = ("GOOGLE_STORAGE_ENDPOINT", "STORAGE_EMULATOR_HOST")
 _AZ_ENDPOINT_ENV = ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT")
 _USERINFO = re.compile(r"(//)[^/@\s]+@")
+_AUTH_STATUS = re.compile(r"status code: (401|403)\b")
 _QUERY = re.compile(r"(https?://[^\s?]+)\?\S*")
 
 
@@ -110,7 +111,7 @@ class ObjectBackend:
         msg = f"{self.description}: {what}: {_clean(str(err)) or type(err).__name__}"
         if isinstance(err, (FileNotFoundError, ex.NotFoundError)):
             return RemoteMissing(msg)
-        if isinstance(err, (ex.PermissionDeniedError, ex.UnauthenticatedError)):
+        if isinstance(err, (ex.PermissionDeniedError, ex.UnauthenticatedError)) or _AUTH_STATUS.search(str(err)):
             return RemoteUnavailable(msg + " (check the store's credentials)")
         return RemoteUnavailable(msg)
 

@@ -1,0 +1,162 @@
+"""Fleet-wide single flight: acquire, see the holder, expiry and take-over, a SIGKILLed holder,
+waiting for another host's manifest (bounded, holder reported), and release."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from helpers import ids, make_files
+
+from kernelcache.storage.remote import Lease, LeaseInfo
+
+HOLDER = r"""
+import sys, time
+from pathlib import Path
+from kernelcache.settings import Settings
+from kernelcache.storage.remote import open_remote
+url, skey, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
+s = Settings(cache_dir=Path(sys.argv[4]), lock_dir=Path(sys.argv[4]) / "l", remote=url, remote_mode="readwrite")
+got = open_remote(s).acquire_lease("adder", skey, ttl)
+print(type(got).__name__, flush=True)
+time.sleep(600)
+"""
+
+
+def test_acquire_then_second_host_sees_holder_then_release(remote):
+    a, b = remote.open("readwrite"), remote.open("readwrite")
+    skey = ids()[0]
+    lease = a.acquire_lease("adder", skey, 30)
+    assert isinstance(lease, Lease)
+    seen = b.acquire_lease("adder", skey, 30)
+    assert isinstance(seen, LeaseInfo) and seen.live()
+    assert (seen.pid, seen.generation, seen.token) == (os.getpid(), lease.generation, lease.info.token)
+    assert "pid" in seen.describe() and "expires in" in seen.describe()
+    assert remote.open("read").lease_holder("adder", skey) == seen  # readers can look too
+    lease.release()
+    assert remote.open("read").lease_holder("adder", skey) is None
+    again = b.acquire_lease("adder", skey, 30)
+    assert isinstance(again, Lease)
+    again.release()
+
+
+def test_expired_lease_is_taken_over(remote):
+    a, b = remote.open("readwrite"), remote.open("readwrite")
+    skey = ids()[0]
+    first = a.acquire_lease("adder", skey, 1.0)
+    assert isinstance(first, Lease)
+    assert isinstance(b.acquire_lease("adder", skey, 30), LeaseInfo)
+    time.sleep(1.2)
+    taken = b.acquire_lease("adder", skey, 30)
+    assert isinstance(taken, Lease) and taken.generation == first.generation + 1
+    assert not first.renew()  # the old holder learns it lost the lease
+    assert taken.renew(30) and taken.generation == first.generation + 2
+    holder = a.lease_holder("adder", skey)
+    assert holder is not None and holder.token == taken.info.token
+    taken.release()
+
+
+def test_racing_acquirers_have_one_winner(remote):
+    skey = ids()[0]
+    clients = [remote.open("readwrite") for _ in range(6)]
+    out: list = [None] * 6
+    barrier = threading.Barrier(6)
+
+    def run(i: int) -> None:
+        barrier.wait(timeout=10)
+        out[i] = clients[i].acquire_lease("adder", skey, 30)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    held = [x for x in out if isinstance(x, Lease)]
+    assert len(held) == 1, out
+    assert all(isinstance(x, LeaseInfo) for x in out if x is not held[0])
+    held[0].release()
+
+
+def test_sigkilled_holder_blocks_nobody_beyond_expiry(remote, tmp_path):
+    skey, ttl = ids()[0], 3.0
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, remote.url, skey, str(ttl), str(tmp_path / "h")],
+                            env=remote.subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "Lease", proc.stderr.read() if proc.poll() is not None else ""
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        rc = remote.open("readwrite")
+        holder = rc.acquire_lease("adder", skey, 30)
+        assert isinstance(holder, LeaseInfo) and holder.pid == proc.pid
+        waits = []
+        t0 = time.monotonic()
+        assert rc.wait_for_entries("adder", skey, 30, lambda h, w: waits.append((h, w))) == []
+        waited = time.monotonic() - t0
+        assert waited < ttl + 2.5, waited  # returns once the dead holder's lease expired
+        assert waits and all(h.pid == proc.pid for h, _ in waits)
+        taken = rc.acquire_lease("adder", skey, 30)
+        assert isinstance(taken, Lease)
+        taken.release()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_waiter_gets_the_holders_entry(remote, tmp_path):
+    holder_rc, waiter = remote.open("readwrite"), remote.open("read")
+    skey, eid = ids()
+    lease = holder_rc.acquire_lease("adder", skey, 30)
+    assert isinstance(lease, Lease)
+
+    def compile_and_publish() -> None:
+        time.sleep(1.0)
+        holder_rc.publish("adder", skey, eid, {"e": 1}, make_files(tmp_path / "src"))
+        lease.release()
+
+    t = threading.Thread(target=compile_and_publish)
+    t.start()
+    seen = []
+    refs = waiter.wait_for_entries("adder", skey, 20, lambda h, w: seen.append(h))
+    t.join(timeout=30)
+    assert [r.entry_id for r in refs] == [eid]
+    assert seen and seen[0].pid == os.getpid()
+
+
+def test_wait_is_bounded_by_its_deadline(remote):
+    rc = remote.open("readwrite")
+    skey = ids()[0]
+    lease = rc.acquire_lease("adder", skey, 60)
+    try:
+        t0 = time.monotonic()
+        assert rc.wait_for_entries("adder", skey, 1.5) == []
+        assert 1.4 < time.monotonic() - t0 < 4.0
+        assert sum(rc.request_counts().values()) < 40  # polling with backoff, not a spin
+    finally:
+        lease.release()
+
+
+def test_no_lease_no_wait(remote):
+    rc = remote.open("read")
+    t0 = time.monotonic()
+    assert rc.wait_for_entries("adder", ids()[0], 30) == []
+    assert time.monotonic() - t0 < 2.0
+
+
+@pytest.mark.parametrize("garbage", [b"not json", b'{"host": 1}'])
+def test_unreadable_lease_object_expires_by_its_age(remote, garbage):
+    from helpers import raw_put
+
+    rc = remote.open("readwrite", remote_lease_ttl=1.0)
+    skey = ids()[0]
+    raw_put(rc, f"leases/adder/{skey}/0000000001.json", garbage)
+    holder = rc.acquire_lease("adder", skey)
+    assert isinstance(holder, LeaseInfo) and holder.host == "?"
+    time.sleep(2.1)  # S3 last-modified has one-second resolution
+    got = rc.acquire_lease("adder", skey)
+    assert isinstance(got, Lease) and got.generation == 2
+    got.release()
