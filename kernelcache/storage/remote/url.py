@@ -79,7 +79,8 @@ def parse(url: str) -> RemoteURL:
     prefix = unquote(p.path).strip("/")
     if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
         raise KernelCacheError(f"KERNELCACHE_REMOTE prefix has empty or dot segments: {safe}")
-    return RemoteURL(OBJECT_SCHEMES[scheme], bucket, prefix, None, safe, raw)
+    shown = f"{scheme}://{bucket}" + (f"/{prefix}" if prefix else "")
+    return RemoteURL(OBJECT_SCHEMES[scheme], bucket, prefix, None, shown, raw)
 
 
 def is_loopback_endpoint(endpoint: str) -> bool:
