@@ -32,16 +32,15 @@ def canonical_hash(obj) -> str:
 
 
 # -- anchors ---------------------------------------------------------------------------------
-_site: list[str] = []
-
-
 def anchors_of(spec: KernelSpec) -> list[tuple[str, str]]:
-    """(anchor, realpath prefix), longest prefix first."""
-    if not _site:
-        import sysconfig
+    """(anchor, realpath prefix), longest prefix first.
 
-        _site.append(os.path.realpath(sysconfig.get_paths()["purelib"]))
-    pairs = [(ROOT, str(spec.root)), (TVM_FFI, toolchain.tvm_ffi_paths().package_dir), (SITE, _site[0])]
+    ``${SITE}`` is the site-packages directory holding tvm-ffi (where header-only packages
+    such as FlashInfer live too); taken from tvm-ffi's path because asking sysconfig costs
+    milliseconds per process.
+    """
+    tvm_dir = toolchain.tvm_ffi_paths().package_dir
+    pairs = [(ROOT, str(spec.root)), (TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))]
     return sorted(pairs, key=lambda p: -len(p[1]))
 
 

@@ -222,19 +222,16 @@ def _subdirs(d: Path) -> list[Path]:
 
 
 def _iter_dir(kd: Path, origin: str) -> Iterator[Entry]:
-    dirs = _subdirs(kd)
-    if not dirs:
-        return
     first = None
     try:
         first = (kd / RECENT).read_text().strip()
     except OSError:
         pass
-    hinted = [d for d in dirs if d.name == first]
-    if hinted:
-        m = manifest_mod.read(hinted[0])
+    if first and "/" not in first:  # the last hit: no listing, one manifest parse
+        m = manifest_mod.read(kd / first)
         if m is not None:
-            yield Entry(hinted[0], m, origin)
+            yield Entry(kd / first, m, origin)
+    dirs = _subdirs(kd)
     rest = sorted((d for d in dirs if d.name != first), key=last_used, reverse=True)
     for d in rest:
         m = manifest_mod.read(d)
