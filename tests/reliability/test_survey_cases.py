@@ -1,4 +1,4 @@
-"""More failure reports from the JIT-cache survey (shared/research/jit_cache_survey.md §2), provoked."""
+"""More failure reports from the JIT-cache survey (numbered as in docs/cache_protocol.md), provoked."""
 from __future__ import annotations
 
 import json
