@@ -42,9 +42,10 @@ ARG_NAMES = (
 _CHUNK = 1024
 # kernel-1 blocks (256 threads) aimed for per SM; must match kTargetBlocksPerSm in tree_sampling.cu
 _TARGET_BLOCKS_PER_SM = 2  # best overall in the H200 sweep (benchmarks/RESULTS.md)
-# eager calls (no graph capture) use one fused launch up to this many chunks per row; must match
-# kEagerFusedMaxChunks in tree_sampling.cu
-_EAGER_FUSED_MAX_CHUNKS = 32
+# eager calls (no graph capture) use one fused launch up to this many chunks per row and this
+# many chunks per batch; must match kEagerFusedMaxChunks / kEagerFusedMaxWork in tree_sampling.cu
+_EAGER_FUSED_MAX_CHUNKS = 64
+_EAGER_FUSED_MAX_WORK = 3072
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +99,8 @@ def choose_num_splits(bs: int, vocab: int, num_sms: int, blocks_per_sm: Optional
     """Kernel-1 blocks per request (what the C++ entry point chooses): enough blocks to fill the
     GPU, one per request once the batch alone fills it, at most one per vocabulary chunk of 1024
     entries (small batches with large vocabularies get many blocks per row). Eager calls (no
-    graph capture) fuse rows of at most _EAGER_FUSED_MAX_CHUNKS chunks into one launch.
+    graph capture) fuse small rows into one launch (at most _EAGER_FUSED_MAX_CHUNKS chunks per
+    row and _EAGER_FUSED_MAX_WORK per batch): there a second launch costs more than it saves.
     One split means one fused launch without a workspace."""
     if bs <= 0 or vocab <= 0:
         return 1
@@ -106,7 +108,7 @@ def choose_num_splits(bs: int, vocab: int, num_sms: int, blocks_per_sm: Optional
     sms = max(num_sms, 1)
     if bs >= sms:
         return 1
-    if eager and chunks <= _EAGER_FUSED_MAX_CHUNKS:
+    if eager and chunks <= _EAGER_FUSED_MAX_CHUNKS and bs * chunks <= _EAGER_FUSED_MAX_WORK:
         return 1
     per_sm = _TARGET_BLOCKS_PER_SM if blocks_per_sm is None else blocks_per_sm
     want = -(-(per_sm * sms) // bs)

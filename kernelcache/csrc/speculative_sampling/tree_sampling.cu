@@ -36,8 +36,9 @@ namespace ts = kernelcache::tree_sampling;
 constexpr const char* kFn = "tree_speculative_sampling_target_only: ";
 // must match _TARGET_BLOCKS_PER_SM in kernelcache/kernels/speculative_sampling.py
 constexpr int64_t kTargetBlocksPerSm = 2;
-// must match _EAGER_FUSED_MAX_CHUNKS there
-constexpr int64_t kEagerFusedMaxChunks = 32;
+// must match _EAGER_FUSED_MAX_CHUNKS / _EAGER_FUSED_MAX_WORK there (H200 sweep, RESULTS.md)
+constexpr int64_t kEagerFusedMaxChunks = 64;   // chunks per row
+constexpr int64_t kEagerFusedMaxWork = 3072;   // bs * chunks
 // the fused kernel keeps the tree and the chunk sums in dynamic shared memory up to this size
 constexpr size_t kFusedSmemLimit = 32 * 1024;
 
@@ -196,13 +197,16 @@ std::atomic<int64_t> g_eager_fused_chunks{kEagerFusedMaxChunks};
 // Mirrors choose_num_splits() of the Python module.  Kernel time: enough blocks to fill the
 // GPU (kTargetBlocksPerSm per SM), one per request once the batch alone fills it, at most one
 // per chunk.  Eager (not capturing a graph): one fused launch whenever a row has at most
-// g_eager_fused_chunks chunks, since a second launch costs more there than it saves.
+// g_eager_fused_chunks chunks and the batch at most kEagerFusedMaxWork chunks in all, since
+// there the second launch costs more host time than the split saves GPU time.
 int64_t auto_num_splits(int64_t bs, int64_t vocab, int64_t num_sms, bool eager) {
   if (bs <= 0 || vocab <= 0) return 1;
   const int64_t chunks = num_chunks_for(vocab);
   const int64_t sms = std::max<int64_t>(num_sms, 1);
   if (bs >= sms) return 1;
-  if (eager && chunks <= g_eager_fused_chunks.load(std::memory_order_relaxed)) return 1;
+  if (eager && chunks <= g_eager_fused_chunks.load(std::memory_order_relaxed) && bs * chunks <= kEagerFusedMaxWork) {
+    return 1;
+  }
   const int64_t want = (kTargetBlocksPerSm * sms + bs - 1) / bs;
   return std::max<int64_t>(1, std::min(chunks, want));
 }
