@@ -76,3 +76,16 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{target[0]}", __name__), target[1])
     globals()[name] = value
     return value
+
+
+def _arm_tvm_ffi_patch() -> None:
+    """KERNELCACHE_PATCH_TVM_FFI=1: route tvm_ffi.cpp's JIT functions here once it is imported."""
+    from .settings import patch_requested
+
+    if patch_requested():
+        from .tvm_ffi._hook import arm
+
+        arm()
+
+
+_arm_tvm_ffi_patch()

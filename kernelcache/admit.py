@@ -7,6 +7,7 @@ path whose bytes changed since dlopen saw it is loaded from a private copy.
 """
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,18 @@ def dlopen_path(so_path: Path, store: LocalStore) -> Path:
     return private
 
 
+def bind_now(path: Path) -> None:
+    """dlopen with every symbol resolved now (OSError if one is missing).
+
+    A module with an unresolved symbol loads fine lazily and kills the process with "symbol
+    lookup error" at its first call; resolving everything up front turns that into a rejection.
+    The handle is the one tvm-ffi's dlopen of the same path gets.
+    """
+    import ctypes
+
+    ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+
+
 def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, validate.Rejection | None]:
     """Validate and load an entry on local disk. (module, None) or (None, why not)."""
     mkey = (str(entry.path), entry.entry_id)
@@ -83,6 +96,7 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
 
     try:
         path = dlopen_path(entry.so_path, store)
+        bind_now(path)
         mod = tvm_ffi.load_module(str(path))
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from . import build, events, gpu, key, toolchain, validate
-from .admit import accept, dlopen_path, name_lock
+from . import events, gpu, key, toolchain, validate
+from .admit import accept, bind_now, dlopen_path, name_lock
 from .admit import reset_process_state as reset_process_state  # re-exported (public API)
 from . import manifest as manifest_mod
 from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
-from .lock import single_flight
 from .manifest import Manifest
 from .plan import BuildPlan, make_plan
 from .settings import Settings, resolve
@@ -166,11 +164,18 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
     events.emit("build_start", name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
     t0 = time.monotonic()
     try:
+        from . import build  # imported on a miss only: a warm load never pays for it
+
         out = build.run_build(plan, l1, bdir, ctx.s.max_jobs)
         problem = validate.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
         import tvm_ffi
 
-        mod = tvm_ffi.load_module(str(dlopen_path(bdir / plan.so_name, ctx.store)))
+        so = dlopen_path(bdir / plan.so_name, ctx.store)
+        try:
+            bind_now(so)  # first dlopen of this file: every symbol resolved, or a clear error
+        except OSError as e:
+            raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
+        mod = tvm_ffi.load_module(str(so))
         found = validate.exported_schemas(mod, list(spec.functions))
         mism = validate.compare(validate.expected_schemas(spec, None), found)
         if mism:
@@ -179,7 +184,9 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
             raise BuildError(spec.name, "<post-link check>", problem)
     except BaseException as e:
         events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
-        build.discard(bdir)
+        import shutil
+
+        shutil.rmtree(bdir, ignore_errors=True)
         raise
     m = Manifest(name=spec.name, key1=l1.key, entry_id=out.entry_id, identity=out.identity,
                  so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
@@ -214,6 +221,13 @@ def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -
 
 
 # -- the pipeline --------------------------------------------------------------------------------
+def single_flight(key1: str, name: str, s: Settings):
+    """The cross-process build lock (imported on a miss only: filelock costs ms to import)."""
+    from .lock import single_flight as _single_flight
+
+    return _single_flight(key1, name, s)
+
+
 def _fleet():
     from .storage import fleet  # imported only when a remote is configured
 
@@ -325,6 +339,8 @@ def warm(specs: Iterable[KernelSpec], jobs: int | None = None, settings: Setting
     n = jobs or min(len(specs), max(1, (os.cpu_count() or 2) // 2))
     if n <= 1:
         return [_warm_one(sp, s) for sp in specs]
+    from concurrent.futures import ThreadPoolExecutor  # imports logging: only when warming several
+
     with ThreadPoolExecutor(max_workers=n) as ex:
         return list(ex.map(lambda sp: _warm_one(sp, s), specs))
 

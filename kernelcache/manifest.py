@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -123,6 +122,8 @@ def utc_now() -> str:
 
 
 def this_host() -> str:
+    import socket
+
     return socket.gethostname()
 
 

@@ -17,6 +17,7 @@ ROOT = "${ROOT}"
 BUILD = "${BUILD}"
 
 BASE_CXXFLAGS = ["-std=c++17", "-fPIC", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
+BASE_CFLAGS = ["-fPIC", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
 BASE_CUDAFLAGS = ["-Xcompiler", "-fPIC", "-std=c++17", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
 IDENTITY_SYMBOL = "__kernelcache_identity"
 
@@ -25,7 +26,7 @@ IDENTITY_SYMBOL = "__kernelcache_identity"
 class SourceStep:
     rel: str  # id relative to root (or absolute when outside root)
     path: str  # absolute realpath
-    lang: str  # "cxx" | "cuda"
+    lang: str  # "cxx" | "c" | "cuda"
     obj: str  # object file name inside the build dir
 
 
@@ -41,6 +42,8 @@ class BuildPlan:
     include_dirs: list[str]  # search order, realpaths (for absent probes)
     archs: tuple[str, ...]
     tools: dict[str, dict] = field(default_factory=dict)
+    cc: str | None = None  # C compiler, for .c sources (compiled as C, like tvm-ffi does)
+    c_flags: list[str] = field(default_factory=list)
 
     @property
     def so_name(self) -> str:
@@ -52,6 +55,9 @@ class BuildPlan:
         if step.lang == "cuda":
             assert self.nvcc is not None
             return [self.nvcc, "-MD", "-MF", dep, *self.cuda_flags, "-c", step.path, "-o", obj]
+        if step.lang == "c":
+            assert self.cc is not None
+            return [self.cc, "-MD", "-MF", dep, *self.c_flags, "-c", step.path, "-o", obj]
         return [self.cxx, "-MD", "-MF", dep, *self.cxx_flags, "-c", step.path, "-o", obj]
 
     def identity_argv(self, build_dir: str) -> list[str]:
@@ -100,9 +106,14 @@ def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
     archs: tuple[str, ...] = ()
     steps = []
     for i, (rel, path) in enumerate(zip(spec.sources, spec.source_paths())):
-        lang = "cuda" if rel.endswith(".cu") else "cxx"
+        lang = "cuda" if rel.endswith(".cu") else ("c" if rel.endswith(".c") else "cxx")
         stem = Path(rel).name.replace(".", "_")
         steps.append(SourceStep(rel=rel, path=str(path), lang=lang, obj=f"s{i}_{stem}.o"))
+    cc, c_flags = None, []
+    if any(st.lang == "c" for st in steps):
+        cc = os.path.realpath(toolchain.find_cc())
+        tools["cc"] = toolchain.tool_identity(cc, memo)
+        c_flags = [*BASE_CFLAGS, *(f for f in spec.cflags if not f.startswith("-std=c++")), *inc_flags]
     if spec.is_cuda:
         cuda_home = toolchain.find_cuda_home()
         nvcc = os.path.join(cuda_home, "bin", "nvcc")
@@ -118,5 +129,5 @@ def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
         ld_flags += [f"-L{lib64}", "-lcudart", f"-Wl,-rpath,{lib64}"]
     return BuildPlan(
         spec=spec, sources=steps, cxx=cxx, nvcc=nvcc, cxx_flags=cxx_flags, cuda_flags=cuda_flags,
-        ld_flags=ld_flags, include_dirs=include_dirs, archs=archs, tools=tools,
+        ld_flags=ld_flags, include_dirs=include_dirs, archs=archs, tools=tools, cc=cc, c_flags=c_flags,
     )

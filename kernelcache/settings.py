@@ -195,6 +195,12 @@ class Settings:
         return bool(self.remote) and self.remote_mode == "readwrite"
 
 
+def patch_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """Is ``KERNELCACHE_PATCH_TVM_FFI`` on? Cheap and never raising: ``import kernelcache`` asks."""
+    env = os.environ if environ is None else environ
+    return (env.get("KERNELCACHE_PATCH_TVM_FFI") or "").strip().lower() in _TRUE
+
+
 def default_lock_dir() -> Path:
     """Node-local: flock is only meaningful on the local kernel, never on NFS."""
     return Path(tempfile.gettempdir()) / f"kernelcache-{os.getuid()}" / "locks"

@@ -140,6 +140,15 @@ def find_cxx() -> str:
     return found
 
 
+def find_cc() -> str:
+    """The C compiler for ``.c`` sources: CC, else cc."""
+    cc = os.environ.get("CC") or "cc"
+    found = shutil.which(cc)
+    if not found:
+        raise ToolchainError(f"C compiler {cc!r} not found on PATH (set CC, or install gcc: apt-get install gcc)")
+    return found
+
+
 def _is_cuda_home(p: str | Path) -> bool:
     p = Path(p)
     return (p / "bin" / "nvcc").exists() and (p / "include" / "cuda_runtime.h").exists()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import socket
 import time
 import uuid
 from dataclasses import dataclass
@@ -120,7 +119,7 @@ class LocalStore:
     def new_tmp_dir(self, tag: str) -> Path:
         base = self.root / "tmp"
         base.mkdir(parents=True, exist_ok=True)
-        d = base / f"{tag[:16]}.{socket.gethostname()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        d = base / f"{tag[:16]}.{manifest_mod.this_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         d.mkdir()
         return d
 
@@ -158,7 +157,7 @@ class LocalStore:
     # -- housekeeping ------------------------------------------------------------------------
     def sweep_tmp(self, max_age_s: float = TMP_MAX_AGE_S) -> int:
         """Remove private dirs of dead builders on this host (and very old ones anywhere)."""
-        host = socket.gethostname()
+        host = manifest_mod.this_host()
         removed = 0
         now = time.time()
         for d in _subdirs(self.root / "tmp"):

@@ -23,10 +23,11 @@ _installed_settings: list["Settings | None"] = []  # one element while installed
 
 
 def _modules() -> dict[str, Any]:
-    import tvm_ffi.cpp
-    import tvm_ffi.cpp.extension
+    import importlib
 
-    return {"tvm_ffi.cpp": tvm_ffi.cpp, "tvm_ffi.cpp.extension": tvm_ffi.cpp.extension}
+    # import_module, not attribute access: the import hook installs while ``tvm_ffi`` itself is
+    # still initialising (its ``cpp`` attribute is set only after ``tvm_ffi.cpp`` finished).
+    return {n: importlib.import_module(n) for n in ("tvm_ffi.cpp", "tvm_ffi.cpp.extension")}
 
 
 def _replacement(name: str, settings: "Settings | None") -> Callable[..., Any]:

@@ -67,6 +67,7 @@ def _run(env, site: Path, code: str, *args: str, **extra: str) -> subprocess.Com
 @pytest.mark.parametrize("activate", [
     "import kernelcache.tvm_ffi as d; d.install()",
     "import kernelcache.tvm_ffi as d; assert d.install_if_requested()",  # KERNELCACHE_PATCH_TVM_FFI=1
+    "",  # KERNELCACHE_PATCH_TVM_FFI=1 alone: `import kernelcache` arms the hook, tvm_ffi.cpp's import installs
 ])
 def test_installed_package_builds_once_then_hits_in_fresh_processes(activate, dropin_env, thirdparty) -> None:
     code = USE.format(activate=activate)

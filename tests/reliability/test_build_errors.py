@@ -57,3 +57,23 @@ def test_unwritable_cache_dir_is_a_clear_error(kc_env, project, monkeypatch):
     monkeypatch.setenv("KERNELCACHE_DIR", str(blocker / "cache"))  # ENOTDIR, even for root
     with pytest.raises(kc.KernelCacheError, match="cannot create a build directory.*KERNELCACHE_DIR"):
         kc.load(project_spec(project))
+
+
+def test_unresolved_symbol_is_a_clear_error_not_a_crash(kc_env, tmp_path):
+    """A module calling a function nobody defines links (shared objects may leave symbols open)
+    and would die with "symbol lookup error" at its first call; it is refused at load instead."""
+    (tmp_path / "u").mkdir()
+    (tmp_path / "u" / "u.cc").write_text(
+        "#include <tvm/ffi/function.h>\nextern int64_t kc_nowhere(int64_t);\n"
+        "int64_t call(int64_t a) { return kc_nowhere(a); }\nTVM_FFI_DLL_EXPORT_TYPED_FUNC(call, call);\n")
+    code = f"""
+import kernelcache as kc
+spec = kc.KernelSpec(name="unresolved", sources=["u.cc"], root={str(tmp_path / "u")!r},
+                     functions={{"call": "Callable[[int], int]"}})
+try:
+    kc.load(spec).call(1)
+except kc.KernelCacheError as e:
+    print("REFUSED", "kc_nowhere" in str(e))
+"""
+    out = kc_env.run_py(code)
+    assert out.stdout.split() == ["REFUSED", "True"], out.stdout + out.stderr
