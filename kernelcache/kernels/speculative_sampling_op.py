@@ -44,7 +44,7 @@ _CHUNK = 1024
 _TARGET_BLOCKS_PER_SM = 2  # best overall in the H200 sweep (benchmarks/RESULTS.md)
 # eager calls (no graph capture) use one fused launch up to this many chunks per row and this
 # many chunks per batch; must match kEagerFusedMaxChunks / kEagerFusedMaxWork in tree_sampling.cu
-_EAGER_FUSED_MAX_CHUNKS = 64
+_EAGER_FUSED_MAX_CHUNKS = 48
 _EAGER_FUSED_MAX_WORK = 3072
 
 

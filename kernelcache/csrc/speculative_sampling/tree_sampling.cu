@@ -37,7 +37,7 @@ constexpr const char* kFn = "tree_speculative_sampling_target_only: ";
 // must match _TARGET_BLOCKS_PER_SM in kernelcache/kernels/speculative_sampling.py
 constexpr int64_t kTargetBlocksPerSm = 2;
 // must match _EAGER_FUSED_MAX_CHUNKS / _EAGER_FUSED_MAX_WORK there (H200 sweep, RESULTS.md)
-constexpr int64_t kEagerFusedMaxChunks = 64;   // chunks per row
+constexpr int64_t kEagerFusedMaxChunks = 48;   // chunks per row
 constexpr int64_t kEagerFusedMaxWork = 3072;   // bs * chunks
 // the fused kernel keeps the tree and the chunk sums in dynamic shared memory up to this size
 constexpr size_t kFusedSmemLimit = 32 * 1024;
