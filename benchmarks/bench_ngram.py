@@ -15,6 +15,7 @@ package ``__init__`` is bypassed (stub parent packages + a small ``load_jit``). 
 installed or built the peer is skipped with the reason printed.
 
     KERNELCACHE_DIR=/tmp/kc-bench .venv/bin/python benchmarks/bench_ngram.py [--out table.md]  (figures: benchmarks/RESULTS.md)
+    KERNELCACHE_DIR=/tmp/kc-bench .venv/bin/python benchmarks/bench_ngram.py --overhead   (per-call audit)
 """
 from __future__ import annotations
 
@@ -150,6 +151,61 @@ def bench_put(corpus, streams, steps: int, D: int) -> float:
     return bs * steps / (time.perf_counter() - t0)
 
 
+def _per_call_us(fn, calls: int = 2000, reps: int = 7) -> float:
+    for _ in range(50):
+        fn()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter_ns() - t0) / calls / 1e3)
+    out.sort()
+    return out[len(out) // 2]
+
+
+def overhead_audit(docs, D: int, steps: int) -> list[str]:
+    """Per-call cost of the Python layer of batch_get / batch_put vs the native calls it makes
+    (same corpus, same tails; the native call gets the arrays the Python layer builds)."""
+    from kernelcache.kernels import NgramCorpus
+    from kernelcache.kernels import ngram_corpus as nc
+
+    lines = ["| call | bs | public (us) | native call alone (us) | Python layer (us) | of which token lists -> CSR (us) |",
+             "|---|---|---|---|---|---|"]
+    for match_type in ("BFS",):
+        corpus = NgramCorpus(**SHAPE, match_type=match_type)
+        prefill(corpus, docs, D)
+        for bs in (1, 8):
+            streams = request_streams(docs, bs, steps, seed=bs)
+            rids = [f"ov{bs}-{i}" for i in range(bs)]
+            tails = [s[:40][-D:] for s in streams]
+            lens = [40] * bs
+            corpus.batch_get(rids, tails, lens)  # creates the states
+            d = corpus.draft_token_num
+            flat, offsets, _ = nc._to_csr(tails)
+            tl = np.asarray(lens, dtype=np.int64)
+            sids = np.asarray([corpus._req_to_state[r] for r in rids], dtype=np.int64)
+            ids = np.empty(bs * d, dtype=np.int64)
+            mask = np.empty(bs * d * d, dtype=np.int64)
+            obj = corpus._obj
+            pub = _per_call_us(lambda: corpus.batch_get(rids, tails, lens))
+            raw = _per_call_us(lambda: obj.batch_match(sids, flat, offsets, tl, ids, mask))
+            csr = _per_call_us(lambda: nc._to_csr(tails))
+            lines.append(f"| batch_get ({match_type}) | {bs} | {pub:.2f} | {raw:.2f} | {pub - raw:.2f} | {csr:.2f} |")
+            win = [s[:40][-D:] for s in streams]
+            wflat, woff, _ = nc._to_csr(win)
+            pub = _per_call_us(lambda: corpus.batch_put(win), calls=500)
+            corpus.synchronize()
+            raw = _per_call_us(lambda: obj.async_insert(wflat, woff), calls=500)
+            corpus.synchronize()
+            csr = _per_call_us(lambda: nc._to_csr(win))
+            lines.append(f"| batch_put (queue only) | {bs} | {pub:.2f} | {raw:.2f} | {pub - raw:.2f} | {csr:.2f} |")
+            sync = _per_call_us(lambda: (corpus.batch_put(win), corpus.synchronize()), calls=300)
+            rsync = _per_call_us(lambda: (obj.async_insert(wflat, woff), obj.synchronize()), calls=300)
+            lines.append(f"| batch_put + synchronize | {bs} | {sync:.2f} | {rsync:.2f} | {sync - rsync:.2f} | {csr:.2f} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None, help="also write the markdown table to this file")
@@ -158,7 +214,16 @@ def main() -> None:
     ap.add_argument("--doc-len", type=int, default=2000)
     ap.add_argument("--sglang-target", default=str(Path(tempfile.gettempdir()) / "kc-bench-sglang-0.5.23"))
     ap.add_argument("--no-sglang", action="store_true")
+    ap.add_argument("--overhead", action="store_true",
+                    help="only the per-call audit: Python layer vs the native calls, bs 1 and 8")
     args = ap.parse_args()
+    if args.overhead:
+        docs = make_docs(args.docs, args.doc_len, 32000, seed=0)
+        lines = overhead_audit(docs, SHAPE["max_trie_depth"], args.steps)
+        print("\n".join(lines))
+        if args.out:
+            Path(args.out).write_text("\n".join(lines) + "\n")
+        return
 
     from kernelcache.kernels import NgramCorpus
 
