@@ -11,14 +11,8 @@ call that validates every argument in C++ (same exceptions and messages as the P
 traces, under a torch dispatch / function mode, or for tensor subclasses, calls go through the
 torch custom op instead, after the Python validation.
 """
-import importlib.util
 import threading
-from pathlib import Path
-from typing import Any, List
-
-from kernelcache import KernelSpec, ToolchainError
-from kernelcache.settings import Settings
-from kernelcache.toolchain import find_cuda_home
+from typing import Any
 
 from . import speculative_sampling_op as _op
 from .speculative_sampling_op import (  # noqa: F401  (re-exported)
@@ -33,82 +27,7 @@ from .speculative_sampling_op import (  # noqa: F401  (re-exported)
     choose_num_splits,
     workspace_numel,
 )
-
-_CSRC = Path(__file__).resolve().parent.parent / "csrc"
-
-
-# ---------------------------------------------------------------------------------------------
-# Header discovery and the KernelSpec
-# ---------------------------------------------------------------------------------------------
-def flashinfer_include_dir() -> str:
-    """FlashInfer's include dir: $KERNELCACHE_FLASHINFER_INCLUDE, else the installed
-    flashinfer-python wheel's ``flashinfer/data/include`` (found without importing flashinfer)."""
-    env = Settings.from_env().flashinfer_include
-    if env:
-        if not (Path(env) / "flashinfer" / "sampling.cuh").is_file():
-            raise ToolchainError(
-                f"KERNELCACHE_FLASHINFER_INCLUDE={env} does not contain flashinfer/sampling.cuh; "
-                "point it at a FlashInfer include dir or unset it and `pip install flashinfer-python`"
-            )
-        return str(Path(env).resolve())
-    try:
-        spec = importlib.util.find_spec("flashinfer")
-    except (ImportError, ValueError):
-        spec = None
-    for loc in list(getattr(spec, "submodule_search_locations", None) or []):
-        inc = Path(loc) / "data" / "include"
-        if (inc / "flashinfer" / "sampling.cuh").is_file():
-            return str(inc.resolve())
-    raise ToolchainError(
-        "tree_speculative_sampling needs FlashInfer's CUDA headers (flashinfer/sampling.cuh): "
-        "`pip install flashinfer-python` (only its headers are used; it is never imported), "
-        "or set KERNELCACHE_FLASHINFER_INCLUDE to a directory containing flashinfer/sampling.cuh"
-    )
-
-
-def _cuda_home() -> "str | None":
-    """The toolkit that compiles the kernel (kernelcache.toolchain), or None when there is none."""
-    try:
-        return find_cuda_home()
-    except ToolchainError:
-        return None
-
-
-def curand_include_dirs() -> List[str]:
-    """Extra include dirs for curand headers: none when the CUDA toolkit that compiles (as found
-    by ``kernelcache.toolchain.find_cuda_home``) has them, else the ``nvidia-curand`` wheel's
-    include dir."""
-    home = _cuda_home()
-    if home and (Path(home) / "include" / "curand.h").is_file():
-        return []
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        spec = None
-    for loc in list(getattr(spec, "submodule_search_locations", None) or []):
-        for sub in ("cu13/include", "cu12/include", "curand/include"):
-            inc = Path(loc) / sub
-            if (inc / "curand.h").is_file():
-                return [str(inc.resolve())]
-    raise ToolchainError(
-        "tree_speculative_sampling needs the curand headers (curand.h), which FlashInfer's "
-        f"sampling.cuh includes; the CUDA toolkit at {home or '<not found>'} has none: "
-        "`pip install nvidia-curand` (CUDA 13; `nvidia-curand-cu12` for CUDA 12) or install the "
-        "toolkit's curand development package"
-    )
-
-
-def spec() -> KernelSpec:
-    return KernelSpec(
-        name=KERNEL_NAME,
-        sources=["speculative_sampling/tree_sampling.cu"],
-        root=_CSRC,
-        system_include_dirs=[flashinfer_include_dir(), *curand_include_dirs()],
-        cuda_cflags=["-DNDEBUG"],
-        functions=dict(FUNCTIONS),
-        backend="cuda",
-    )
-
+from .speculative_sampling_spec import curand_include_dirs, flashinfer_include_dir, spec  # noqa: F401
 
 # ---------------------------------------------------------------------------------------------
 # The public function

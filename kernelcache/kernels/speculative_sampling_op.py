@@ -12,25 +12,10 @@ for anything else. Nothing here imports torch or tvm_ffi at import time.
 import threading
 from typing import Any, Dict, Optional
 
-KERNEL_NAME = "tree_speculative_sampling"
-OP_NAME = "kernelcache::tree_speculative_sampling_target_only"
-FN_NAME = "tree_speculative_sampling_target_only"
-AUTO_FN_NAME = "tree_speculative_sampling_target_only_auto"
-WS_FN_NAME = "tree_speculative_sampling_workspace_numel"
-SPLITS_FN_NAME = "tree_speculative_sampling_num_splits"
-OPTIONS_FN_NAME = "tree_speculative_sampling_launch_options"
-ALLOC_FN_NAME = "tree_speculative_sampling_has_env_allocator"
-
-_T11 = "Tensor, " * 11
-#: expected tvm-ffi schemas of the exported functions (checked by the loader)
-FUNCTIONS = {
-    FN_NAME: f"Callable[[{_T11}float, float, bool, Tensor, int], None]",
-    AUTO_FN_NAME: f"Callable[[{_T11}float, float, bool], None]",
-    WS_FN_NAME: "Callable[[int, int], int]",
-    SPLITS_FN_NAME: "Callable[[int, int, int, bool], int]",
-    OPTIONS_FN_NAME: "Callable[[int, int], Array[int]]",
-    ALLOC_FN_NAME: "Callable[[Tensor], bool]",
-}
+from .speculative_sampling_spec import (  # noqa: F401  (names of the exported functions)
+    ALLOC_FN_NAME, AUTO_FN_NAME, FN_NAME, FUNCTIONS, KERNEL_NAME, OP_NAME, OPTIONS_FN_NAME, SPLITS_FN_NAME,
+    WS_FN_NAME,
+)
 
 ARG_NAMES = (
     "predicts", "accept_index", "accept_token_num", "candidates", "retrive_index",
@@ -64,7 +49,7 @@ def module() -> Any:
             if _mod is None:
                 import kernelcache as kc
 
-                from .speculative_sampling import spec
+                from .speculative_sampling_spec import spec
 
                 _mod = kc.load(spec())
     return _mod
