@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -275,7 +276,8 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
             if s.no_build:
                 raise CacheMissError(spec.name, look.reason, ctx.refused)
             try:
-                mod, entry = _build_and_accept(ctx, plan, l1, look.reason)
+                with _fleet().lease_kept(ctx) if ctx.lease is not None else nullcontext():
+                    mod, entry = _build_and_accept(ctx, plan, l1, look.reason)
                 if s.remote_writable:
                     _fleet().upload(ctx, entry)
             finally:

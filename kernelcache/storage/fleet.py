@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -89,22 +90,50 @@ def obtain(ctx, foreign: Callable[[Any, Iterator[Entry], bool], tuple[Any, Entry
         got = _fetch_first(ctx, rc, skey, foreign)
         if got is not None or not (rc.writable and can_build):
             return got if got is not None else _wait_as_reader(ctx, rc, skey, foreign, can_build)
-        lease = rc.acquire_lease(name, skey, s.remote_lease_ttl)
-        if isinstance(lease, Lease):
-            ctx.lease = lease
-            return None
-        refs = _wait(ctx, rc, skey, lease)
-        if refs:
-            got = _fetch_first(ctx, rc, skey, foreign)
-            if got is not None:
-                return got
-        again = rc.acquire_lease(name, skey, s.remote_lease_ttl)  # the holder vanished: take over
-        if isinstance(again, Lease):
-            ctx.lease = again
-        return None
+        deadline = time.monotonic() + s.remote_wait
+        while True:  # bounded: each round ends with an entry, our lease, or the holder's expiry
+            lease = rc.acquire_lease(name, skey, s.remote_lease_ttl)
+            if isinstance(lease, Lease):
+                ctx.lease = lease
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None  # waited long enough for other hosts: build here
+            if _wait(ctx, rc, skey, lease, remaining):
+                got = _fetch_first(ctx, rc, skey, foreign)
+                if got is not None:
+                    return got
     except RemoteError as e:
         _failed(name, s, rc, e)
         return None
+
+
+@contextmanager
+def lease_kept(ctx) -> Iterator[None]:
+    """Renew the compile lease this load holds every third of its TTL while the build runs, so a
+    long CUDA build is not taken over; a killed builder stops renewing and its lease expires."""
+    lease, ttl = ctx.lease, ctx.s.remote_lease_ttl
+    if lease is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(max(0.5, ttl / 3)):
+            try:
+                if not lease.renew(ttl):
+                    events.emit("remote_lease_lost", name=ctx.spec.name)
+                    return
+            except Exception:  # noqa: BLE001 - an outage mid-build: the lease just expires
+                return
+
+    t = threading.Thread(target=renew, name="kernelcache-lease", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=5)
 
 
 def _wait_as_reader(ctx, rc, skey: str, foreign, can_build: bool):
@@ -114,17 +143,17 @@ def _wait_as_reader(ctx, rc, skey: str, foreign, can_build: bool):
     holder = rc.lease_holder(ctx.spec.name, skey) if hasattr(rc, "lease_holder") else None
     if holder is None:
         return None
-    return _fetch_first(ctx, rc, skey, foreign) if _wait(ctx, rc, skey, holder) else None
+    return _fetch_first(ctx, rc, skey, foreign) if _wait(ctx, rc, skey, holder, ctx.s.remote_wait) else None
 
 
-def _wait(ctx, rc, skey: str, holder) -> list:
+def _wait(ctx, rc, skey: str, holder, deadline_s: float) -> list:
     t0 = time.monotonic()
     events.emit("remote_lease_wait", name=ctx.spec.name, holder=_who(holder), waited=0.0)
 
     def on_wait(info, waited: float) -> None:
         events.emit("remote_lease_wait_progress", name=ctx.spec.name, holder=_who(info or holder), waited=waited)
 
-    refs = rc.wait_for_entries(ctx.spec.name, skey, ctx.s.remote_wait, on_wait)
+    refs = rc.wait_for_entries(ctx.spec.name, skey, deadline_s, on_wait)
     events.emit("remote_lease_wait_done", name=ctx.spec.name, waited=round(time.monotonic() - t0, 3),
                 found=bool(refs))
     return refs

@@ -304,3 +304,23 @@ def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, m
     assert all(o["value"] == 5 for o in outs)
     assert sum(h.compiles() for h in others) == 1
     assert any(h.events("remote_lease_wait") for h in others)  # they waited for the dead holder first
+
+
+def test_a_long_build_keeps_its_lease(file_remote, tmp_path, make_settings):
+    """A compile longer than the lease TTL renews the lease: the other host waits, never compiles."""
+    from conftest import Remote
+    from hosts import parse
+
+    remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
+    project = make_project(tmp_path / "proj")
+    ttl = {"KERNELCACHE_REMOTE_LEASE_TTL": "2"}
+    builder = Host("builder", tmp_path / "builder", _rw(remote, KC_SLOW_COMPILE="7", **ttl))
+    p = builder.start(project)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(file_remote.path.rglob("leases/*/*/*")):
+        time.sleep(0.05)
+    waiter = Host("waiter", tmp_path / "waiter", _rw(remote, **ttl))
+    out = waiter.load(project)
+    assert parse(p)["status"] == "built" if p.wait(timeout=120) == 0 else False
+    assert out["status"] == "remote" and waiter.compiles() == 0, (out, waiter.events("remote_lease_wait"))
+    assert builder.compiles() == 1
