@@ -197,8 +197,20 @@ class LocalStore:
                 self.evict(info.path)
             except OSError:
                 pass
+        if max_age_s is not None:
+            self._age_out_dropin(now - max_age_s)
         self.sweep_tmp()
         return evicted
+
+    def _age_out_dropin(self, cutoff: float) -> None:
+        """The tvm-ffi drop-in's generated sources (``inline/``) and output copies (``dropin/``):
+        content-addressed and re-created on the next call, so an old one is simply removed."""
+        for d in [*(g for n in _subdirs(self.root / "inline") for g in _subdirs(n)), *_subdirs(self.root / "dropin")]:
+            try:
+                if d.stat().st_mtime < cutoff:
+                    self.evict(d)
+            except OSError:
+                pass
 
     def clean(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

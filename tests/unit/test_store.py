@@ -129,3 +129,17 @@ def test_sweep_removes_dirs_of_dead_builders_only(store):
         d.mkdir()
     assert store.sweep_tmp() == 1
     assert not gone.exists() and alive.exists() and other_host.exists()
+
+
+def test_prune_by_age_also_ages_out_dropin_sources(store):
+    old = store.root / "inline" / "k" / "aaaa"
+    new = store.root / "inline" / "k" / "bbbb"
+    out = store.root / "dropin" / "cccc"
+    for d in (old, new, out):
+        d.mkdir(parents=True)
+        (d / "main.cpp").write_text("int x;\n")
+    past = time.time() - 90 * 86400
+    os.utime(old, (past, past))
+    os.utime(out, (past, past))
+    store.prune(max_age_s=30 * 86400)
+    assert not old.exists() and not out.exists() and new.exists()
