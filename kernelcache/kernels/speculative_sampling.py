@@ -1,6 +1,6 @@
 """``tree_speculative_sampling_target_only``: tree speculative sampling (target-only), CUDA.
 
-Implements behaviour G3 of ``specs/tree_speculative_sampling.md`` (see
+Implements behaviour G3 of ``docs/specs/tree_speculative_sampling.md`` (see
 ``docs/tree_speculative_sampling.md``). Same argument names, order and defaults as SGLang's op.
 The kernel is built through kernelcache on first use; torch is imported only then, and the torch
 custom op ``torch.ops.kernelcache.tree_speculative_sampling_target_only`` is registered then too.

@@ -1,4 +1,4 @@
-"""Pure-Python reference model of the n-gram corpus, written from specs/ngram_corpus.md.
+"""Pure-Python reference model of the n-gram corpus, written from docs/specs/ngram_corpus.md.
 
 Slow and simple on purpose: dicts and lists, no incremental state (this project's native
 incremental state is specified to equal a fresh lookup, §4.2 fix), synchronous inserts.

@@ -1,4 +1,4 @@
-"""Tests of the n-gram corpus kernel (issue 3; specs/ngram_corpus.md).
+"""Tests of the n-gram corpus kernel (issue 3; docs/specs/ngram_corpus.md).
 
 Worked examples of §2.14, the behaviours of SGLang's unit tests (§3.1, classes 1-22), the §4
 bug fixes, bad inputs, the insert-thread error path, thread safety and memory.

@@ -1,4 +1,4 @@
-"""Tests of tree_speculative_sampling_target_only (G3; specs/tree_speculative_sampling.md).
+"""Tests of tree_speculative_sampling_target_only (G3; docs/specs/tree_speculative_sampling.md).
 
 CPU part: the NumPy reference reproduces the spec's known answers; the CUDA kernel compiles and
 links through kernelcache for sm_90 and exports the expected schema; header discovery errors;
@@ -598,7 +598,7 @@ def _aot_op():
     import torch
 
     if not AOT_SO.is_file():
-        pytest.skip(f"AOT reference op not present ({AOT_SO}); run shared/device/prepare.sh")
+        pytest.skip(f"AOT reference op not present ({AOT_SO}); it is unpacked into .device/aot/ by the GPU machine's packing step")
     if not hasattr(torch.ops.sgl_kernel, "tree_speculative_sampling_target_only"):
         torch.ops.load_library(str(AOT_SO))
     return torch.ops.sgl_kernel.tree_speculative_sampling_target_only.default

@@ -1,5 +1,5 @@
 """NumPy reference of ``tree_speculative_sampling_target_only``, written from
-``specs/tree_speculative_sampling.md`` (§2), for the tests of the CUDA kernel.
+``docs/specs/tree_speculative_sampling.md`` (§2), for the tests of the CUDA kernel.
 
 * The acceptance walk (§2.1-2.3) is bit-exact: float32 adds and IEEE divisions, in sibling order.
 * The final pick (§2.4) is distribution-exact: the residual is float32, sums and prefix sums are

@@ -1,4 +1,4 @@
-// Tree speculative sampling, target-only (behaviour "G3" of specs/tree_speculative_sampling.md).
+// Tree speculative sampling, target-only (behaviour "G3" of docs/specs/tree_speculative_sampling.md).
 //
 // Written from the spec for kernelcache.  Two kernels per call when a request's row is split
 // over several blocks (small batches), one fused kernel when it is not:
