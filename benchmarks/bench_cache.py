@@ -4,10 +4,12 @@ Measures, each in fresh processes on the same source:
   1. warm load (a cached kernel, new interpreter): kernelcache.load (validating every recorded
      header) vs tvm_ffi.cpp.load_inline vs torch.utils.cpp_extension.load_inline;
   2. cold build: kernelcache.load vs a plain tvm_ffi.cpp.build + load_module;
-  3. 8 concurrent cold processes: compiler runs and wall time vs one cold build.
+  3. 8 concurrent cold processes: compiler runs and wall time vs one cold build;
+  4. cost vs cache size (cache_scale.py): warm load with 300 sibling entries, ls/prune of 10,000;
+  5. the tvm-ffi drop-in (bench_dropin.py): warm kernelcache.tvm_ffi.load_inline vs tvm_ffi.cpp's.
 Prints times and ratios. Not a test: numbers go to benchmarks/RESULTS.md.
 
-    python benchmarks/bench_cache.py [--reps 5] [--skip-torch]
+    python benchmarks/bench_cache.py [--reps 5] [--skip-torch] [--skip-scale] [--skip-dropin]
 """
 from __future__ import annotations
 
@@ -60,6 +62,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--skip-dropin", action="store_true")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kc-bench-"))
     src_dir = work / "src"
@@ -70,6 +74,7 @@ def main() -> int:
     wrapper.chmod(0o755)
     base_env = {**os.environ, "PYTHONPATH": str(REPO), "KERNELCACHE_LOG": "0", "KC_COUNT_LOG": str(work / "count.log")}
     base_env.pop("KERNELCACHE_NO_BUILD", None)
+    base_env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users run: modules from cached bytecode
     results: dict[str, float] = {}
 
     kc_spec = (f"import kernelcache as kc\nspec = kc.KernelSpec(name='bench_add', sources=['add.cc'], "
@@ -210,6 +215,24 @@ def main() -> int:
     print("\n== 8 concurrent cold processes (released together after their imports)")
     print(f"  compiler runs: {compiles} (goal 1)")
     print(f"  slowest process load: {max(times):.3f} s vs single cold {single_s:.3f} s -> {max(times) / single_s:.3f}x (goal <= 1.15x)")
+    # -- 4. cost does not grow with the cache ----------------------------------------------------
+    sys.path.insert(0, str(Path(__file__).parent))
+    if not args.skip_scale:
+        import cache_scale
+
+        scale = work / "scale"
+        scale.mkdir()
+        results |= cache_scale.warm_rows(scale, args.reps)
+        results |= cache_scale.ops_rows(scale, 10000)
+    # -- 5. the tvm-ffi drop-in ------------------------------------------------------------------
+    if not args.skip_dropin:
+        from bench_dropin import bench_dropin
+
+        print("\n== tvm-ffi drop-in: kernelcache.tvm_ffi.load_inline vs tvm_ffi.cpp.load_inline (fresh processes)")
+        for r in bench_dropin(args.reps):
+            print(f"  {r['case']:<28} tvm_ffi {r['tvm_ffi_ms']:7.2f} ms  drop-in {r['kernelcache_ms']:7.2f} ms  "
+                  f"-> {r['ratio']:.3f}x" + ("  (goal <= 1.0x)" if r["case"].startswith("warm load") else ""))
+            results[f"dropin_{r['case'].split(',')[0].replace(' ', '_').replace('+', 'and')}_ratio"] = r["ratio"]
     print("\nJSON " + json.dumps({k: round(v, 4) for k, v in results.items()}))
     shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -53,6 +53,7 @@ print(time.perf_counter() - t0)
 
 def _env(server: S3Server, url: str, mode: str, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KERNELCACHE_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users run: modules from cached bytecode
     env.update(server.env)
     env.update({"PYTHONPATH": str(REPO), "KERNELCACHE_REMOTE": url, "KERNELCACHE_REMOTE_MODE": mode,
                 "KERNELCACHE_CUDA_ARCH": "9.0", "CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda")})
@@ -96,6 +97,7 @@ def local_hit_rows(server: S3Server, work: Path, reps: int) -> dict:
     kc = [_timed(h, project)["seconds"] for _ in range(reps)]
     assert server.request_counts() == counts, "a local hit reached the remote"
     env = {**os.environ, "PYTHONPATH": str(REPO), "TVM_FFI_CACHE_DIR": str(work / "tvm_cache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([sys.executable, "-c", TVM_WARM], env=env, check=True, capture_output=True, timeout=600)
     peer = [float(subprocess.run([sys.executable, "-c", TVM_WARM], env=env, check=True, capture_output=True,
                                  text=True, timeout=600).stdout.split()[-1]) for _ in range(reps)]
@@ -131,7 +133,8 @@ def gang_rows(server: S3Server, work: Path) -> dict:
     slowest = max(o["seconds"] for o in outs)
     budget = cold + dl["seconds"]
     print("\n== 8 cold hosts at once (separate caches, one server)")
-    print(f"  compiles fleet-wide: {compiles} (goal 1); statuses: {sorted(o['status'] for o in outs)}")
+    print(f"  compiles fleet-wide: {compiles} (goal 1); per host: "
+          + ", ".join(f"{o['status']} {o['seconds']:.2f}s" for o in sorted(outs, key=lambda o: o["seconds"])))
     print(f"  same bytes everywhere: {len({o['sha'] for o in outs}) == 1}")
     print(f"  slowest host {slowest:.3f} s vs one cold build {cold:.3f} s + one download {dl['seconds']:.3f} s "
           f"-> {slowest / budget:.3f}x (goal <= 1.3x)")

@@ -69,6 +69,7 @@ def _siblings(entry: Path, n: int, newer_than_real: bool) -> None:
 def warm_rows(work: Path, reps: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "KERNELCACHE_LOG": "0", "KERNELCACHE_DIR": str(work / "kc300")}
     env.pop("KERNELCACHE_NO_BUILD", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users run: modules from cached bytecode
     _run([sys.executable, "-c", WARM], env)  # build once
     entries = [p for p in (work / "kc300" / "v1" / "entries" / "ngram_corpus").glob("*/*") if p.is_dir()]
     assert len(entries) == 1, entries
@@ -94,6 +95,7 @@ def warm_rows(work: Path, reps: int) -> dict[str, float]:
 def ops_rows(work: Path, n: int) -> dict[str, float]:
     """ls / prune over n entries spread over 10 kernels x n/10 keys (hard links: small on disk)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "KERNELCACHE_LOG": "0", "KERNELCACHE_DIR": str(work / "kc_big")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     src = next(p for p in (work / "kc300" / "v1" / "entries" / "ngram_corpus").glob("*/*") if p.is_dir() and len(p.name) == 32)
     files = [p for p in src.iterdir() if p.is_file()]
     base = work / "kc_big" / "v1" / "entries"

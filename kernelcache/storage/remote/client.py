@@ -353,11 +353,16 @@ class RemoteCache:
 
     def wait_for_entries(self, name: str, skey: str, deadline_s: float,
                          on_wait: Callable[[LeaseInfo | None, float], None] | None = None) -> list[RemoteRef]:
-        """Poll (backoff 0.25 s -> 2 s) until entries appear ([refs]), the holder's lease ends or
-        disappears ([]), or ``deadline_s`` passes ([]). ``on_wait(holder, waited_s)`` per poll."""
+        """Poll until entries appear ([refs]), the holder's lease ends or disappears ([]), or
+        ``deadline_s`` passes ([]). ``on_wait(holder, waited_s)`` per poll.
+
+        Polls every 0.2 s for the first 10 s (most kernels build in seconds, and a waiter's wall
+        time is the build plus up to one poll interval), then back off to 0.5 s until 30 s and
+        to 2 s for long CUDA builds: a few small requests per second per waiting host at most.
+        """
         start = time.monotonic()
-        delay = 0.25
-        for _ in range(int(max(0.0, deadline_s) / 0.25) + 3):
+        delay = 0.2
+        for _ in range(int(max(0.0, deadline_s) / 0.2) + 3):
             refs = self.list_entries(name, skey)
             if refs:
                 return refs
@@ -371,7 +376,7 @@ class RemoteCache:
             if remaining <= 0:
                 return []
             time.sleep(max(0.05, min(delay, remaining, holder.expires - time.time())))
-            delay = min(delay * 1.5, 2.0)
+            delay = 0.2 if waited < 10 else min(delay * 1.5, 0.5 if waited < 30 else 2.0)
         return []
 
     # -- maintenance helpers (ops.py) --------------------------------------------------------
