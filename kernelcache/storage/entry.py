@@ -88,3 +88,17 @@ def dir_size(path: Path) -> int:
     except OSError:
         pass
     return total
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or link in ``path`` durable (best effort: some filesystems refuse)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -28,7 +28,7 @@ from typing import Iterator
 
 from .. import manifest as manifest_mod
 from ..settings import Settings
-from .entry import MANIFEST, Entry, dir_size, last_used
+from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
 
 TMP_MAX_AGE_S = 6 * 3600
 RECENT = ".recent"
@@ -250,25 +250,12 @@ def _iter_dir(kd: Path, origin: str) -> Iterator[Entry]:
             yield Entry(d, m, origin)
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _publish(tmp: Path, dest: Path) -> tuple[Path, bool]:
     for p in tmp.iterdir():  # what an entry needs to be whole after a crash: binary + manifest
         if p.is_file() and (p.suffix == ".so" or p.name == MANIFEST):
             with open(p, "rb") as f:
                 os.fsync(f.fileno())
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(tmp, dest)
@@ -281,7 +268,7 @@ def _publish(tmp: Path, dest: Path) -> tuple[Path, bool]:
             shutil.rmtree(tmp, ignore_errors=True)
             return dest, False
         return tmp, False
-    _fsync_dir(dest.parent)
+    fsync_dir(dest.parent)
     return dest, True
 
 

@@ -13,7 +13,7 @@ def _env(remote, mode="readwrite", **extra):
 
 
 def test_push_ls_verify_trim(file_remote, tmp_path, make_settings):
-    from conftest import Remote
+    from .conftest import Remote
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
     a = Host("a", tmp_path / "a", remote.subprocess_env())  # builds with no remote at all
@@ -44,7 +44,7 @@ def test_push_ls_verify_trim(file_remote, tmp_path, make_settings):
 
 
 def test_keygen_and_doctor(file_remote, tmp_path, make_settings):
-    from conftest import Remote
+    from .conftest import Remote
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
     h = Host("h", tmp_path / "h", _env(remote))

@@ -29,7 +29,7 @@ def _ro(remote, **extra):
 @pytest.fixture(params=["file", "seaweed"])
 def fleet_remote(request, prefix, make_settings, tmp_path):
     """A real remote of each kind the issue names for the end-to-end cases (moto: protocol tests)."""
-    from conftest import Remote, _need
+    from .conftest import Remote, _need
 
     if request.param == "file":
         p = tmp_path / "share" / "fleet"
@@ -210,7 +210,7 @@ def test_unreachable_endpoint_builds_locally_with_one_warning(tmp_path):
 
 
 def test_wrong_credentials_build_locally(seaweed, prefix, tmp_path, make_settings):
-    from conftest import Remote
+    from .conftest import Remote
 
     remote = Remote("seaweed", seaweed.url(prefix), seaweed.bad_env(), seaweed, None, make_settings)
     project = make_project(tmp_path / "proj")
@@ -221,7 +221,7 @@ def test_wrong_credentials_build_locally(seaweed, prefix, tmp_path, make_setting
 
 
 def test_server_killed_before_the_download_builds_locally(seaweed_private, prefix, tmp_path, make_settings):
-    from conftest import Remote
+    from .conftest import Remote
 
     remote = Remote("seaweed", seaweed_private.url(prefix), seaweed_private.env, seaweed_private, None, make_settings)
     project = make_project(tmp_path / "proj")
@@ -236,7 +236,7 @@ def test_server_killed_before_the_download_builds_locally(seaweed_private, prefi
 
 # -- 5. read mode writes nothing; readwrite never overwrites -------------------------------------
 def test_read_mode_writes_nothing_and_readwrite_never_overwrites(seaweed, prefix, tmp_path, make_settings):
-    from conftest import Remote
+    from .conftest import Remote
 
     remote = Remote("seaweed", seaweed.url(prefix), seaweed.env, seaweed, None, make_settings)
     project = make_project(tmp_path / "proj")
@@ -282,7 +282,7 @@ def test_eight_cold_hosts_compile_once(fleet_remote, tmp_path):
 
 
 def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, make_settings):
-    from conftest import Remote
+    from .conftest import Remote
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
     project = make_project(tmp_path / "proj")
@@ -308,7 +308,7 @@ def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, m
 
 def test_a_long_build_keeps_its_lease(file_remote, tmp_path, make_settings):
     """A compile longer than the lease TTL renews the lease: the other host waits, never compiles."""
-    from conftest import Remote
+    from .conftest import Remote
     from hosts import parse
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..entry import fsync_dir
 from .backend import ObjectInfo, RemoteMissing, RemoteUnavailable
 
 CHUNK = 1 << 20
@@ -208,7 +209,7 @@ class FileBackend:
             return _link_no_replace(tmp, target)
         finally:
             _unlink_quiet(tmp)
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
 
     def _copy_in(self, target: Path, src: Path, replace: bool) -> None:
         def write(f: Any) -> None:
@@ -223,7 +224,7 @@ class FileBackend:
                 _link_no_replace(tmp, target)  # exists: the same bytes by their name
         finally:
             _unlink_quiet(tmp)
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
 
 
 def _link_no_replace(tmp: Path, target: Path) -> bool:
@@ -245,14 +246,3 @@ def _unlink_quiet(p: Path) -> None:
         pass
 
 
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
