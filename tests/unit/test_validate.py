@@ -75,3 +75,26 @@ def test_after_dlopen_checks_identity_and_exported_schemas(built):
                           functions={"add": "Callable[[int, int, int], int]"})
     rej, _ = validate.after_dlopen(three, None, mod, entry.so_path, None)
     assert rej.code == "exported_schema" and "expected Callable[[int, int, int], int]" in rej.detail
+
+
+def _tree(root):
+    return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*")) if root.exists() else []
+
+
+def test_explain_has_no_side_effects(kc_env, project, tmp_path):
+    """explain() on a damaged entry reports it; it quarantines nothing, stamps nothing, creates nothing."""
+    spec = project_spec(project)
+    assert kc.explain(kc.KernelSpec(name="nothing_here", sources=["add.cc"], root=project))["status"] == "miss"
+    kc.load(spec)
+    so = kc_env.entries()[0] / "adder.so"
+    data = bytearray(so.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    replace_file(so, bytes(data))
+    (project / "include" / "kc_add.h").touch()  # a stat change that a load would re-hash and remember
+    before = _tree(kc_env.cache)
+    info = kc.explain(spec)
+    assert info["status"] == "miss" and any("sha256" in r or "size" in r for r in info["refused"]), info
+    assert _tree(kc_env.cache) == before
+    fresh = kc.Settings.from_env().replace(cache_dir=tmp_path / "never_created")
+    kc.explain(spec, settings=fresh)
+    assert not (tmp_path / "never_created" / "v1" / "entries").exists()
