@@ -105,6 +105,7 @@ def obtain(ctx, foreign: Callable[[Any, Iterator[Entry], bool], tuple[Any, Entry
                     return got
     except RemoteError as e:
         _failed(name, s, rc, e)
+        ctx.refused.append(f"remote {rc.url}: {getattr(e, 'reason', 'remote_error')}: {e}")
         return None
 
 
@@ -173,6 +174,7 @@ def _fetch_first(ctx, rc, skey: str, foreign) -> tuple[Any, Any] | None:
     refs = rc.list_entries(name, skey)
     if not refs:
         events.emit("remote_miss", name=name, reason_code="remote_no_entry", remote=rc.url)
+        ctx.refused.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}")
         return None
     inst = ctx.installation()
     t0 = time.monotonic()
@@ -202,7 +204,7 @@ def _fetch_first(ctx, rc, skey: str, foreign) -> tuple[Any, Any] | None:
             raise
         except RemoteError as e:
             why, code = str(e), getattr(e, "reason", "remote_error")
-        ctx.refused.append(f"remote {rc.url} {ref.entry_id}: {why}")
+        ctx.refused.append(f"remote {rc.url} {ref.entry_id}: {code}: {why}")
         events.emit("remote_miss", name=name, reason_code=code, remote=rc.url, entry=ref.entry_id, reason=why)
     return None
 

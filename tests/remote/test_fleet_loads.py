@@ -111,7 +111,8 @@ def test_damaged_blob_is_refused_and_built_locally(published, tmp_path, damage):
     assert not list((b.cache / "v1").glob("fetched/*/*/*"))  # nothing half-fetched was published
     nb = Host("nb", tmp_path / "host_nb", _ro(remote, KERNELCACHE_NO_BUILD="1"))
     out = nb.load(project)
-    assert out["error"] == "CacheMissError" and remote.url.split("://")[0] in out["message"]
+    assert out["error"] == "CacheMissError" and f"remote {remote.url}" in out["message"], out["message"]
+    assert ("remote_missing" if damage == "deleted" else "remote_corrupt") in out["message"], out["message"]
 
 
 def test_entry_moved_under_another_key_is_refused(published, tmp_path):
