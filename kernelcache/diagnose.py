@@ -11,6 +11,7 @@ from typing import Any
 from . import gpu, key, toolchain, validate
 from . import manifest as manifest_mod
 from .errors import ToolchainError
+from .layout import BUILT
 from .plan import make_plan
 from .settings import Settings, resolve
 from .spec import KernelSpec
@@ -81,7 +82,7 @@ def _fetched(out: dict, spec: KernelSpec, s: Settings, store: LocalStore, inst: 
 
 def nearest_diff(store: LocalStore, name: str, l1: key.Level1) -> str:
     """Why there is no entry: diff vs the most recently used manifest of the same kernel."""
-    infos = [i for i in store.infos(name) if i.area == "entries"]
+    infos = [i for i in store.infos(name) if i.area == BUILT]
     if not infos:
         return "no cached entry for this kernel"
     latest = manifest_mod.read(max(infos, key=lambda i: i.last_used).path)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import manifest as manifest_mod
 from . import toolchain
+from .layout import Layout
 from .settings import Settings, resolve
 from .storage.entry import Entry
 
@@ -26,7 +27,7 @@ _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 def export_entry(entry: Entry, out: Path, cuda_major: str | None) -> Path:
     """Copy a cache entry into an artifact root with a relocatable manifest."""
     m = entry.manifest
-    dest = Path(out) / "v1" / "entries" / m.name / m.key1[:32] / m.entry_id
+    dest = Layout(out).entry_dir(m.name, m.key1, m.entry_id)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
@@ -82,7 +83,7 @@ def pack_wheel(root: Path, out_dir: Path, tag: str, version: str = "0.1.0") -> P
     root = Path(root).resolve()
     if not _TAG_RE.match(tag):
         raise ValueError(f"tag must match [a-z0-9_]+, got {tag!r}")
-    if not (root / "v1" / "entries").is_dir():
+    if not Layout(root).is_artifact_root():
         raise ValueError(f"{root} is not an artifact root (no v1/entries); make one with `kernelcache build`")
     pkg = f"kernelcache_prebuilt_{tag}"
     dist = f"kernelcache_prebuilt_{tag}-{version}"

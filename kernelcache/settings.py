@@ -17,7 +17,10 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from .layout import Layout
 
 PREFIX = "KERNELCACHE_"
 # Old name -> new name. The old one keeps working, with a DeprecationWarning.
@@ -177,14 +180,21 @@ class Settings:
 
     # -- derived -----------------------------------------------------------------------------
     @property
+    def layout(self) -> "Layout":
+        """The paths of this cache dir (``kernelcache.layout`` owns them)."""
+        from .layout import Layout
+
+        return Layout(self.cache_dir)
+
+    @property
     def layout_root(self) -> Path:
         """Where the versioned cache layout lives (entries, tmp, quarantine, memo)."""
-        return self.cache_dir / "v1"
+        return self.layout.root
 
     @property
     def memo_dir(self) -> Path:
         """On-disk memo of tool identities (keyed by the binaries' stat)."""
-        return self.cache_dir / "v1" / "toolchain"
+        return self.layout.memo
 
     @property
     def remote_enabled(self) -> bool:

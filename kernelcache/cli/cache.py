@@ -6,6 +6,7 @@ import sys
 import time
 from collections import defaultdict
 
+from ..layout import BUILT, Layout
 from .common import settings_of, specs, table
 
 
@@ -77,7 +78,7 @@ def _prebuilt_names(s) -> set[str]:
     names: set[str] = set()
     for root in prebuilt.roots(s):
         try:
-            names |= {p.name for p in (root / "v1" / "entries").iterdir() if p.is_dir()}
+            names |= {p.name for p in Layout(root).area(BUILT).iterdir() if p.is_dir()}
         except OSError:
             continue
     return names
@@ -92,7 +93,7 @@ def cmd_ls(args) -> int:
 
     s = settings_of(args)
     items = [{"name": i.name, "entry_id": i.entry_id, "path": str(i.path),
-              "source": "cache" if i.area == "entries" else "fetched", "key": i.key, "size": i.size,
+              "source": "cache" if i.area == BUILT else "fetched", "key": i.key, "size": i.size,
               "last_used": i.last_used} for i in LocalStore(s).infos(args.name)]
     for n in ([args.name] if args.name else sorted(_prebuilt_names(s))):
         items += [{"name": n, "entry_id": e.entry_id, "path": str(e.path), "source": f"prebuilt:{e.path.parents[3]}",
@@ -186,7 +187,7 @@ def cmd_stats(args) -> int:
     rows: dict[str, dict] = defaultdict(lambda: {"entries": 0, "fetched": 0, "size": 0, "last_used": 0.0})
     for i in LocalStore(s).infos(args.name):
         r = rows[i.name]
-        r["entries" if i.area == "entries" else "fetched"] += 1
+        r["entries" if i.area == BUILT else "fetched"] += 1
         r["size"] += i.size
         r["last_used"] = max(r["last_used"], i.last_used)
     if args.json:

@@ -1,13 +1,6 @@
 """The writable cache directory: layout, lookup order, atomic publish, quarantine, prune.
 
-Layout (under ``<cache_dir>/v1``)::
-
-    entries/<name>/<key1[:32]>/<entry_id>/{<name>.so, manifest.json, build.log, used, depstat.json}
-    entries/<name>/<key1[:32]>/.recent        entry id of the last hit (tried first)
-    fetched/<name>/<skey[:32]>/<entry_id>/    fleet entries fetched to this host (same files)
-    tmp/<tag>.<host>.<pid>.<rand>/            private build / download dirs (same filesystem)
-    quarantine/<entry_id>.<time>.<rand>/      rejected entries, kept for post-mortems
-    trash/                                    evicted entries before deletion
+The layout itself (paths) is owned by ``kernelcache.layout``.
 
 Entries are immutable and appear by one directory rename, whole or not at all. Several entries
 may share a level-1 key (one per recorded header set), so flipping between two header
@@ -27,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import manifest as manifest_mod
+from ..layout import BUILT, FETCHED, Layout
 from ..settings import Settings
 from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
 
@@ -52,14 +46,15 @@ class LocalStore:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.root = settings.layout_root
+        self.layout: Layout = settings.layout
+        self.root = self.layout.root
 
     # -- paths -------------------------------------------------------------------------------
     def key_dir(self, name: str, key1: str) -> Path:
-        return self.root / "entries" / name / key1[:32]
+        return self.layout.key_dir(name, key1)
 
     def fetched_dir(self, name: str, skey: str) -> Path:
-        return self.root / "fetched" / name / skey[:32]
+        return self.layout.fetched_dir(name, skey)
 
     # -- lookup ------------------------------------------------------------------------------
     def candidates(self, name: str, key1: str) -> Iterator[Entry]:
@@ -100,14 +95,14 @@ class LocalStore:
         for info in self.infos(name):
             m = manifest_mod.read(info.path)
             if m is not None:
-                out.append(Entry(info.path, m, "local" if info.area == "entries" else "fetched"))
+                out.append(Entry(info.path, m, "local" if info.area == BUILT else "fetched"))
         return out
 
     def infos(self, name: str | None = None) -> list[EntryInfo]:
         """Every entry from paths and stats only (``ls``, ``prune``: 10,000 entries in well under 2 s)."""
         out: list[EntryInfo] = []
-        for area in ("entries", "fetched"):
-            base = self.root / area
+        for area in (BUILT, FETCHED):
+            base = self.layout.area(area)
             for n in ([name] if name else _names(base)):
                 for kd in _subdirs(base / n):
                     for ed in _subdirs(kd):
@@ -117,7 +112,7 @@ class LocalStore:
 
     # -- private dirs and publish ------------------------------------------------------------
     def new_tmp_dir(self, tag: str) -> Path:
-        base = self.root / "tmp"
+        base = self.layout.tmp
         base.mkdir(parents=True, exist_ok=True)
         d = base / f"{tag[:16]}.{manifest_mod.this_host()}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
         d.mkdir()
@@ -141,7 +136,7 @@ class LocalStore:
         """Move a rejected entry aside (never delete: a running process may have it mapped)."""
         if entry.read_only:
             return None
-        qdir = self.root / "quarantine"
+        qdir = self.layout.quarantine
         qdir.mkdir(parents=True, exist_ok=True)
         dest = qdir / f"{entry.path.name}.{int(time.time())}.{uuid.uuid4().hex[:6]}"
         try:
@@ -160,7 +155,7 @@ class LocalStore:
         host = manifest_mod.this_host()
         removed = 0
         now = time.time()
-        for d in _subdirs(self.root / "tmp"):
+        for d in _subdirs(self.layout.tmp):
             parts = d.name.split(".")
             try:
                 age = now - d.stat().st_mtime
@@ -174,7 +169,7 @@ class LocalStore:
 
     def evict(self, path: Path) -> None:
         """Rename first (a process with the .so mapped keeps running), then delete."""
-        trash = self.root / "trash"
+        trash = self.layout.trash
         trash.mkdir(parents=True, exist_ok=True)
         dest = trash / f"{path.name}.{uuid.uuid4().hex[:8]}"
         os.rename(path, dest)
@@ -205,7 +200,7 @@ class LocalStore:
     def _age_out_dropin(self, cutoff: float) -> None:
         """The tvm-ffi drop-in's generated sources (``inline/``) and output copies (``dropin/``):
         content-addressed and re-created on the next call, so an old one is simply removed."""
-        for d in [*(g for n in _subdirs(self.root / "inline") for g in _subdirs(n)), *_subdirs(self.root / "dropin")]:
+        for d in [*(g for n in _subdirs(self.layout.inline) for g in _subdirs(n)), *_subdirs(self.layout.dropin)]:
             try:
                 if d.stat().st_mtime < cutoff:
                     self.evict(d)

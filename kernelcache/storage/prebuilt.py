@@ -18,6 +18,7 @@ from typing import Iterator
 from .. import manifest as manifest_mod
 from .. import toolchain
 from ..errors import ToolchainError
+from ..layout import Layout
 from ..settings import Settings
 from .entry import Entry
 
@@ -67,7 +68,7 @@ def roots(settings: Settings) -> list[Path]:
 def candidates(name: str, settings: Settings) -> Iterator[Entry]:
     """Every artifact for ``name`` in every root, in root order."""
     for root in roots(settings):
-        base = Path(root) / "v1" / "entries" / name
+        base = Layout(root).kernel_dir(name)
         try:
             key_dirs = sorted(os.scandir(base), key=lambda e: e.name)
         except OSError:

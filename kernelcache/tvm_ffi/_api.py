@@ -189,13 +189,13 @@ def _deliver(so: Path, spec_module: str, build_directory: str | None, output: st
     filename = Path(output).name if output else f"{spec_module}.so"
     if build_directory is not None:
         return _place_copy(so, Path(build_directory).expanduser().resolve(), filename)
-    return _place_copy(so, settings.cache_dir / "v1" / "dropin" / so.parent.name, filename)
+    return _place_copy(so, settings.layout.dropin / so.parent.name, filename)
 
 
 def _build_object(fn_name: str, name: str, build_directory: str | None, output: str,
                   settings: "Settings", **kwargs: Any) -> str:
     """Object output: tvm-ffi's builder in a fresh private directory, then an atomic move."""
-    scratch = settings.cache_dir / "v1" / "dropin" / "objects" / f"{_args.spec_name(name)}.{os.getpid()}.{secrets.token_hex(4)}"
+    scratch = settings.layout.dropin_objects / f"{_args.spec_name(name)}.{os.getpid()}.{secrets.token_hex(4)}"
     scratch.mkdir(parents=True)
     built = Path(_original(fn_name)(name, build_directory=str(scratch), output=output, **kwargs))
     if build_directory is None:

@@ -3,7 +3,7 @@
 ``load_inline`` compiles strings, but kernelcache keys *files under a root* (their bytes and
 root-relative names). So the strings become files: the wrapper ``tvm_ffi.cpp`` would generate
 (``main.cpp`` / ``cuda.cu``) plus one source per embedded CUBIN, written into
-``<cache>/v1/inline/<name>/<digest>/`` where the digest covers every file's name and bytes.
+``<cache>/v1/inline/<name>/<digest>/`` (``Layout.inline_dir``) where the digest covers every file's name and bytes.
 The directory appears by one rename, and its bytes are compared with the expected ones on every
 call (a few KB), so a damaged or half-written file is rewritten, never compiled.
 """
@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from ..layout import Layout
 
 # What every inline source sees before the user's code, so `tvm::ffi::TensorView`, `DLDataType`,
 # `TVM_FFI_ICHECK` and the export macros need no include of their own (tvm-ffi's behaviour).
@@ -117,7 +119,7 @@ def _inline_base(cache_dir: Path, name: str) -> Path:
     The directory itself is never part of the key (only names relative to it and bytes), so
     the fallback keys exactly like the cache location; it only matters for read-only caches.
     """
-    base = cache_dir / "v1" / "inline" / name
+    base = Layout(cache_dir).inline_dir(name)
     try:
         base.mkdir(parents=True, exist_ok=True)
         if os.access(base, os.W_OK):

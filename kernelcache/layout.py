@@ -1,0 +1,94 @@
+"""The cache layout: every path under a cache dir or an artifact root is spelled here, once.
+
+Why one owner: the layout is a protocol between processes of different versions (a serving
+host reading entries another release wrote, a companion wheel shipping an artifact root), so a
+second spelling of ``v1/entries/<name>/<key>`` anywhere is a future incompatibility. Every other
+module asks a :class:`Layout` (``Layout(settings.cache_dir)`` or ``Layout(artifact_root)``).
+
+Under ``<dir>/v1``::
+
+    entries/<name>/<key1[:32]>/<entry_id>/   built entries (binary, manifest.json, build.log, used)
+    entries/<name>/<key1[:32]>/.recent       entry id of the last hit (tried first)
+    fetched/<name>/<skey[:32]>/<entry_id>/   fleet entries fetched to this host
+    inline/<name>/<digest>/                  drop-in generated sources (content-addressed)
+    dropin/<dir>/                            drop-in output copies; dropin/objects/ scratch
+    tmp/<tag>.<host>.<pid>.<rand>/           private build / download dirs (same filesystem)
+    quarantine/<entry_id>.<time>.<rand>/     rejected entries, kept for post-mortems
+    trash/                                   evicted entries before deletion
+    toolchain/                               on-disk memo of tool identities
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+VERSION = "v1"
+BUILT = "entries"  # area of entries built on this host (and of artifact roots)
+FETCHED = "fetched"  # area of fleet entries fetched to this host
+AREAS = (BUILT, FETCHED)
+KEY_PREFIX = 32  # key directories are named by the first 32 hex digits of their key
+
+
+class Layout:
+    """Paths of one cache dir or artifact root (cheap; touches nothing on disk)."""
+
+    __slots__ = ("base", "root")
+
+    def __init__(self, base: Path | str):
+        self.base = Path(base)
+        self.root = self.base / VERSION
+
+    def __repr__(self) -> str:
+        return f"Layout({str(self.base)!r})"
+
+    # -- entries -----------------------------------------------------------------------------
+    def area(self, area: str) -> Path:
+        if area not in AREAS:
+            raise ValueError(f"unknown cache area {area!r} (one of {', '.join(AREAS)})")
+        return self.root / area
+
+    def kernel_dir(self, name: str, area: str = BUILT) -> Path:
+        return self.area(area) / name
+
+    def key_dir(self, name: str, key1: str) -> Path:
+        return self.root / BUILT / name / key1[:KEY_PREFIX]
+
+    def fetched_dir(self, name: str, skey: str) -> Path:
+        return self.root / FETCHED / name / skey[:KEY_PREFIX]
+
+    def entry_dir(self, name: str, key1: str, entry_id: str) -> Path:
+        return self.key_dir(name, key1) / entry_id
+
+    def is_artifact_root(self) -> bool:
+        return (self.root / BUILT).is_dir()
+
+    # -- working areas -----------------------------------------------------------------------
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def quarantine(self) -> Path:
+        return self.root / "quarantine"
+
+    @property
+    def trash(self) -> Path:
+        return self.root / "trash"
+
+    @property
+    def memo(self) -> Path:
+        return self.root / "toolchain"
+
+    @property
+    def inline(self) -> Path:
+        return self.root / "inline"
+
+    def inline_dir(self, name: str) -> Path:
+        return self.inline / name
+
+    @property
+    def dropin(self) -> Path:
+        return self.root / "dropin"
+
+    @property
+    def dropin_objects(self) -> Path:
+        return self.dropin / "objects"
