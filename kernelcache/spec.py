@@ -25,6 +25,29 @@ def _tuple_of_str(values: Sequence[str | Path] | None) -> tuple[str, ...]:
     return tuple(str(v) for v in values)
 
 
+_FUNCTIONS_HELP = ("functions must be a mapping {name: schema or None} (e.g. {'add': "
+                   "'Callable[[int, int], int]'}) or a list of names (schemas learned from the first build)")
+
+
+def _function_map(spec_name: str, functions) -> dict[str, str | None]:
+    """``{name: schema}`` from a mapping, or from the list of names tvm-ffi's ``functions=`` takes
+    (a list means "learned": each function must exist, its schema is recorded at the first build)."""
+    if functions is None:
+        return {}
+    if isinstance(functions, str):
+        functions = [functions]
+    if isinstance(functions, Mapping):
+        items = list(functions.items())
+    elif isinstance(functions, (list, tuple, set, frozenset)):
+        items = [(fn, None) for fn in functions]
+    else:
+        raise SpecError(f"KernelSpec {spec_name!r}: {_FUNCTIONS_HELP}; got {type(functions).__name__}")
+    for k, v in items:
+        if not isinstance(k, str) or not _NAME_RE.match(k) or not (v is None or isinstance(v, str)):
+            raise SpecError(f"KernelSpec {spec_name!r}: bad function entry {k!r}: {v!r} ({_FUNCTIONS_HELP})")
+    return dict(items)
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """What to build: sources, include dirs, flags and the expected exported schema.
@@ -35,6 +58,7 @@ class KernelSpec:
     ``None`` means "learned": the function must exist, and the schemas the first good build
     exported (recorded in its manifest) are what every later load of that entry must match
     (the drop-in for ``tvm_ffi.cpp`` uses this: its callers name functions, not signatures).
+    A list of names, as tvm-ffi's ``functions=`` takes, means the same: every schema learned.
     """
 
     name: str
@@ -45,7 +69,7 @@ class KernelSpec:
     cflags: Sequence[str] = ()
     cuda_cflags: Sequence[str] = ()
     ldflags: Sequence[str] = ()
-    functions: Mapping[str, str | None] = field(default_factory=dict)
+    functions: Mapping[str, str | None] | Sequence[str] = field(default_factory=dict)
     backend: str = "auto"  # "auto" | "cpu" | "cuda"
 
     def __post_init__(self) -> None:
@@ -64,10 +88,7 @@ class KernelSpec:
         object.__setattr__(self, "sources", srcs)
         for attr in ("include_dirs", "system_include_dirs", "cflags", "cuda_cflags", "ldflags"):
             object.__setattr__(self, attr, _tuple_of_str(getattr(self, attr)))
-        fns = dict(self.functions or {})
-        for k, v in fns.items():
-            if not isinstance(k, str) or not _NAME_RE.match(k) or not (v is None or isinstance(v, str)):
-                raise SpecError(f"KernelSpec {self.name!r}: bad function entry {k!r}: {v!r}")
+        fns = _function_map(self.name, self.functions)
         object.__setattr__(self, "functions", dict(sorted(fns.items())))
         if self.backend not in ("auto", "cpu", "cuda"):
             raise SpecError(f"KernelSpec {self.name!r}: backend must be auto|cpu|cuda")
