@@ -10,6 +10,30 @@ from ..layout import BUILT, Layout
 from .common import settings_of, specs, table
 
 
+def arch_problem(s) -> str | None:
+    """A target arch that is set but cannot be parsed: a usage error (exit 2), never a skip.
+
+    A typo in CI (``KERNELCACHE_CUDA_ARCH=banana``) must not silently drop the CUDA build."""
+    if not (s.cuda_arch or "").strip():
+        return None
+    from .. import gpu
+
+    try:
+        gpu.parse_arch_list(s.cuda_arch)
+    except gpu.ArchError as e:
+        from ..settings import kc_environ
+
+        where = "KERNELCACHE_CUDA_ARCH" if (kc_environ().get("KERNELCACHE_CUDA_ARCH") or "").strip() \
+            else "TVM_FFI_CUDA_ARCH_LIST"
+        return f"{where}={s.cuda_arch!r}: {e}"
+    return None
+
+
+def usage_error(message: str) -> int:
+    print(f"kernelcache: usage error: {message}", file=sys.stderr)
+    return 2
+
+
 def _cuda_unavailable(spec, s) -> str | None:
     """Why a CUDA kernel cannot be built here (no nvcc / no target arch), or None."""
     if not spec.is_cuda:
@@ -29,6 +53,9 @@ def cmd_warm(args) -> int:
     from .. import loader
 
     s = settings_of(args)
+    bad = arch_problem(s)
+    if bad:
+        return usage_error(bad)
     t_import = time.monotonic()
     try:  # import once up front: per-kernel times then exclude the tvm-ffi (and torch) import
         import tvm_ffi  # noqa: F401
@@ -132,6 +159,9 @@ def cmd_verify(args) -> int:
 def cmd_explain(args) -> int:
     from ..diagnose import explain
 
+    bad = arch_problem(settings_of(args))
+    if bad:
+        return usage_error(bad)
     info = explain(specs([args.name])[args.name], settings_of(args))
     if args.json:
         print(json.dumps(info, indent=1, default=str))

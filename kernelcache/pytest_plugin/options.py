@@ -31,7 +31,7 @@ class Opt:
     cli: str
     ini: str
     env: str
-    kind: str  # "str" | "path" | "bool" | "int" | "list" | "choice"
+    kind: str  # "str" | "path" | "bool" | "int" | "list" | "choice" | "arch" (CUDA arch list)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -56,7 +56,7 @@ OPTIONS: tuple[Opt, ...] = (
         setting="no_build"),
     Opt("rebuild", "--kc-rebuild", "kernelcache_rebuild", "KERNELCACHE_REBUILD", "bool", False,
         "ignore cached entries and rebuild every warmed kernel once", setting="rebuild"),
-    Opt("cuda_arch", "--kc-arch", "kernelcache_cuda_arch", "KERNELCACHE_CUDA_ARCH", "str", None,
+    Opt("cuda_arch", "--kc-arch", "kernelcache_cuda_arch", "KERNELCACHE_CUDA_ARCH", "arch", None,
         "CUDA target arch(s), e.g. 9.0 or '8.0,9.0' (default: TVM_FFI_CUDA_ARCH_LIST, else the "
         "detected GPUs)", setting="cuda_arch"),
     Opt("build_only", "--kc-build-only", "kernelcache_build_only", "KERNELCACHE_BUILD_ONLY", "bool", False,
@@ -178,7 +178,20 @@ def convert(o: Opt, raw: Any, where: str) -> Any:
             raise pytest.UsageError(f"kernelcache: {where} must be one of {'/'.join(o.choices)}, got {raw!r}")
         return s
     s = str(raw).strip()
+    if o.kind == "arch" and s:
+        check_arch(s, where)
     return s or None
+
+
+def check_arch(value: str, where: str) -> None:
+    """A CUDA arch that is set but cannot be parsed is a usage error: a typo in CI must not
+    silently skip the CUDA build."""
+    from kernelcache.gpu import ArchError, parse_arch_list
+
+    try:
+        parse_arch_list(value)
+    except ArchError as e:
+        raise pytest.UsageError(f"kernelcache: {where}={value!r}: {e}") from None
 
 
 # -- resolution ----------------------------------------------------------------------------------
@@ -230,6 +243,10 @@ def resolve(config: pytest.Config, env: Mapping[str, str], old_env_used: set[str
             value = str((config.inipath.parent / os.path.expanduser(value)).resolve())
         elif o.kind == "path" and value:
             value = os.path.abspath(os.path.expanduser(value))
+        elif o.kind == "arch" and not value:  # Settings falls back to tvm-ffi's variable
+            fallback = os.environ.get("TVM_FFI_CUDA_ARCH_LIST", "").strip()
+            if fallback:
+                check_arch(fallback, "TVM_FFI_CUDA_ARCH_LIST")
         out[o.dest] = (value, source)
     return out
 
