@@ -35,6 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """``--kc-run NAME...`` / ``--kc-failed-from REPORT``: turn names or a previous report's
     failures into test arguments before collection (controller and workers alike)."""
+    options.check_path_forms(early_config)
     ns = early_config.known_args_namespace
     failed_from = getattr(ns, "kc_failed_from", None)
     if failed_from:

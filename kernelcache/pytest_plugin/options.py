@@ -9,6 +9,7 @@ deprecated variable names), never from ``os.environ`` directly.
 from __future__ import annotations
 
 import os
+import shlex
 import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -142,6 +143,34 @@ def _add_ini(parser: pytest.Parser, name: str, o: Opt, help: str | None = None) 
         parser.addini(name, help or o.help, type="linelist", default=[])
     else:
         parser.addini(name, help or o.help, type="string", default="")
+
+
+# -- the space form of path options --------------------------------------------------------------
+def path_flags() -> tuple[str, ...]:
+    """Flags whose value is a path (``--kc-failed-from`` too): only their ``=`` form is safe."""
+    return (*(o.cli for o in OPTIONS if o.kind == "path"), "--kc-failed-from")
+
+
+def check_path_forms(config: pytest.Config) -> None:
+    """Refuse ``--kc-report-json PATH`` (space form) with a usage error naming the ``=`` form.
+
+    pytest picks the rootdir and ini file from the command line's test paths before any plugin
+    is loaded, so a separate PATH that exists counts as a test path: the rootdir moves, the ini
+    is not read and node ids change (``--kc-failed-from`` then finds no tests). Whether it
+    harms depends on whether PATH exists yet, so the space form is refused always.
+    """
+    tokens = [str(a) for a in (config.invocation_params.args or ())]
+    try:
+        tokens += shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:
+        pass
+    flags = path_flags()
+    for i, t in enumerate(tokens[:-1]):
+        if t in flags:
+            raise pytest.UsageError(
+                f"kernelcache: write {t}={tokens[i + 1]} (with '='): pytest reads a separate "
+                f"{tokens[i + 1]!r} as a test path when it picks the rootdir and ini file "
+                f"(rootdir here: {config.rootpath}), which changes node ids and drops the ini")
 
 
 # -- conversion ----------------------------------------------------------------------------------
