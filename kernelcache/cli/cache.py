@@ -191,7 +191,7 @@ def cmd_prune(args) -> int:
         return 2
     evicted = LocalStore(settings_of(args)).prune(args.max_size, args.max_age)
     for i in evicted:
-        print(f"evicted {i.name} {i.entry_id[:12]}")
+        print(f"evicted {i.name} {i.entry_id[:12]}" + (" (quarantine)" if i.area == "quarantine" else ""))
     print(f"{len(evicted)} entr{'y' if len(evicted) == 1 else 'ies'} evicted")
     return 0
 
