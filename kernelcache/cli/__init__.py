@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--version", default="0.1.0")
     pk.set_defaults(fn=cmd_pack)
     _add_remote_commands(sub)
-    return p
+    from .help import document
+
+    return document(p)
 
 
 def main(argv: list[str] | None = None) -> int:
