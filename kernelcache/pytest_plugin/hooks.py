@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from . import gating, names, options
-from .activation import asked_for, given_kc_flags
+from .activation import NotEnabledHints, asked_for, given_kc_flags
 from .options import PLUGIN_NAME
 from .session import STATE, SessionPlugin, SessionState
 from .settings_bridge import arch_source, build_settings, export_env, from_wire, restore_env
@@ -71,6 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if given:
             raise pytest.UsageError(f"{', '.join(given)}: the kernelcache plugin is not enabled; "
                                     "add -p kernelcache")
+        config.pluginmanager.register(NotEnabledHints(config), "kernelcache-not-enabled")
         return
     state = _worker_state(config) if hasattr(config, "workerinput") else _controller_state(config)
     if state.settings.patch_tvm_ffi:
