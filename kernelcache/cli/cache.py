@@ -180,6 +180,11 @@ def cmd_explain(args) -> int:
         for t, v in inp["tools"].items():
             print(f"  {t}: {v['path']} ({(v['version'] or '').splitlines()[0] if v['version'] else '?'})")
         print(f"  arch: {inp['arch'] or 'n/a (cpu)'}\n  abi: {inp['abi']}\n  env: {inp['env'] or '{}'}")
+        nat = inp.get("native")
+        if nat:
+            march = next((t for t in nat["expanded"] if t.startswith(("-march=", "-mcpu="))), "?")
+            print(f"  native: {' '.join(nat['flags'])} -> {march} (+{len(nat['expanded']) - 1} target flags); "
+                  f"needs CPU features: {', '.join(nat['cpu_features']) or 'none'}")
     return 0
 
 
