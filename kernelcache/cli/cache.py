@@ -7,7 +7,8 @@ import time
 from collections import defaultdict
 
 from ..layout import BUILT, Layout
-from .common import settings_of, specs, table
+from . import records
+from .common import settings_of, table
 
 
 def arch_problem(s) -> str | None:
@@ -64,7 +65,7 @@ def cmd_warm(args) -> int:
     t_import = time.monotonic() - t_import
     t0 = time.monotonic()
     todo, skipped = [], []
-    for spec in specs(args.names).values():
+    for spec in records.resolve(args.names, getattr(args, "spec", None) or [], s).values():
         why = _cuda_unavailable(spec, s)
         if why and not args.names and not s.remote_enabled and not s.prebuilt:
             skipped.append(loader.WarmResult(spec.name, "skipped", 0.0, why))
@@ -162,7 +163,8 @@ def cmd_explain(args) -> int:
     bad = arch_problem(settings_of(args))
     if bad:
         return usage_error(bad)
-    info = explain(specs([args.name])[args.name], settings_of(args))
+    s = settings_of(args)
+    info = explain(records.resolve([args.name], getattr(args, "spec", None) or [], s)[args.name], s)
     if args.json:
         print(json.dumps(info, indent=1, default=str))
         return 0
