@@ -8,7 +8,7 @@ from pathlib import Path
 
 import kernelcache as kc
 from kernelcache import toolchain
-from conftest import make_project, project_spec, spec_code
+from tests.support import make_project, project_spec, spec_code
 
 
 def test_key_is_identical_across_hash_seeds(kc_env, project):

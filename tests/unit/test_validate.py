@@ -6,7 +6,7 @@ import pytest
 import kernelcache as kc
 from kernelcache import manifest, validate
 from kernelcache.storage.entry import Entry
-from conftest import project_spec, replace_file
+from tests.support import project_spec, replace_file
 
 
 @pytest.fixture
