@@ -7,11 +7,13 @@ Helpers (``make_project``, ``project_spec``, ``spec_code`` ...) live in ``tests/
 from __future__ import annotations
 
 import stat
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support import WRAPPER, KcEnv, make_project
+from tests.support import WRAPPER, KcEnv, make_project, project_spec
 
 pytest_plugins = ["pytester"]
 
@@ -48,3 +50,33 @@ def kc_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KcEnv:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
+
+
+@dataclass(frozen=True)
+class BuiltKernel:
+    """A kernel built once: its spec, the settings of its private cache, its entry directory."""
+
+    spec: Any
+    settings: Any
+    entry_dir: Path
+
+
+@pytest.fixture(scope="session")
+def built_adder(tmp_path_factory: pytest.TempPathFactory) -> BuiltKernel:
+    """The tiny adder built once per session (per xdist worker) in a cache of its own.
+
+    For tests that only read an entry (validate, admit, the CLI's listings). A test that damages,
+    rebuilds or counts compiles builds its own with ``kc_env`` + ``project``. The settings come
+    from an explicit environment, so the test process's own KERNELCACHE_* never leak in.
+    """
+    import kernelcache as kc
+    from kernelcache.layout import Layout
+
+    base = tmp_path_factory.mktemp("built_adder")
+    settings = kc.Settings.from_env({"KERNELCACHE_DIR": str(base / "cache"),
+                                     "KERNELCACHE_LOCK_DIR": str(base / "locks"), "KERNELCACHE_LOG": "0"})
+    spec = project_spec(make_project(base / "proj"))
+    kc.load(spec, settings=settings)
+    entries = sorted(p for p in Layout(settings.cache_dir).kernel_dir("adder").glob("*/*") if p.is_dir())
+    assert len(entries) == 1, entries
+    return BuiltKernel(spec, settings, entries[0])
