@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator
 
+from . import process_state
+
 _lock = threading.Lock()
 _counters: Counter = Counter()
 _miss_reasons: Counter = Counter()
@@ -146,3 +148,6 @@ def reset_stats() -> None:
         _per_kernel_reasons.clear()
         for k in _floats:
             _floats[k] = 0.0
+
+
+process_state.register("events.counters", reset_stats)

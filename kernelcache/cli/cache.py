@@ -64,7 +64,7 @@ def cmd_warm(args) -> int:
     t_import = time.monotonic() - t_import
     t0 = time.monotonic()
     todo, skipped = [], []
-    for spec in specs(args.names).values():
+    for spec in specs(args.names, s).values():
         why = _cuda_unavailable(spec, s)
         if why and not args.names and not s.remote_enabled and not s.prebuilt:
             skipped.append(loader.WarmResult(spec.name, "skipped", 0.0, why))
@@ -159,10 +159,11 @@ def cmd_verify(args) -> int:
 def cmd_explain(args) -> int:
     from ..diagnose import explain
 
-    bad = arch_problem(settings_of(args))
+    s = settings_of(args)
+    bad = arch_problem(s)
     if bad:
         return usage_error(bad)
-    info = explain(specs([args.name])[args.name], settings_of(args))
+    info = explain(specs([args.name], s)[args.name], s)
     if args.json:
         print(json.dumps(info, indent=1, default=str))
         return 0

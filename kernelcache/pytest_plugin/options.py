@@ -20,8 +20,8 @@ from kernelcache.settings import DEPRECATED_ENV, REMOTE_MODES, kc_environ
 
 PLUGIN_NAME = "kernelcache"
 WARM_MODES = ("auto", "controller", "off")
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
 
 
 @dataclass(frozen=True)
@@ -188,9 +188,9 @@ def convert(o: Opt, raw: Any, where: str) -> Any:
         if isinstance(raw, bool):
             return raw
         s = str(raw).strip().lower()
-        if s in _TRUE:
+        if s in TRUE_WORDS:
             return True
-        if s in _FALSE:
+        if s in FALSE_WORDS:
             return False
         raise pytest.UsageError(f"kernelcache: {where} must be a boolean (1/0, true/false), got {raw!r}")
     if o.kind == "int":
