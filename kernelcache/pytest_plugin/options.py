@@ -85,6 +85,10 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("patch_tvm_ffi", "--kc-patch-tvm-ffi", "kernelcache_patch_tvm_ffi", "KERNELCACHE_PATCH_TVM_FFI",
         "bool", False, "route tvm_ffi.cpp.load_inline/load/build_inline/build through kernelcache for "
         "the session (third-party JIT kernels get the same cache and report)", setting="patch_tvm_ffi"),
+    Opt("impact_map", "--kc-impact-map", "kernelcache_impact_map", "KERNELCACHE_IMPACT_MAP", "path", None,
+        "test impact map: read for --kc-affected-since, and written (merged) with what this run's tests used"),
+    Opt("affected_since", "--kc-affected-since", "kernelcache_affected_since", "KERNELCACHE_AFFECTED_SINCE",
+        "str", None, "run only the tests a change since REF (git diff REF...HEAD + uncommitted) can affect"),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 
