@@ -160,10 +160,10 @@ def cmd_verify(args) -> int:
 def cmd_explain(args) -> int:
     from ..diagnose import explain
 
-    bad = arch_problem(settings_of(args))
+    s = settings_of(args)
+    bad = arch_problem(s)
     if bad:
         return usage_error(bad)
-    s = settings_of(args)
     info = explain(records.resolve([args.name], getattr(args, "spec", None) or [], s)[args.name], s)
     if args.json:
         print(json.dumps(info, indent=1, default=str))

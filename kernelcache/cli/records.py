@@ -32,13 +32,13 @@ def resolve(names: list[str], refs: list[str], settings, default_all: bool = Tru
         for s in specs_from_ref(ref, [os.getcwd()]):
             declared[s.name] = s
     if not names:
-        return {**(shipped_specs() if default_all and not refs else {}), **declared}
+        return {**(shipped_specs(None, settings) if default_all and not refs else {}), **declared}
     out: dict[str, KernelSpec] = {}
     for n in names:
         if n in declared:
             out[n] = declared[n]
         elif n in shipped_kernel_names():
-            out[n] = shipped_specs([n])[n]
+            out[n] = shipped_specs([n], settings)[n]
         else:
             spec = from_records(n, settings)
             if spec is None:

@@ -36,7 +36,7 @@ def cmd_doctor(args) -> int:
     try:
         from ..kernels import speculative_sampling as ss
 
-        line("flashinfer hdrs", ss.flashinfer_include_dir, required=False)
+        line("flashinfer hdrs", lambda: ss.flashinfer_include_dir(s), required=False)
         line("curand hdrs", lambda: ", ".join(ss.curand_include_dirs()) or "the CUDA toolkit's", required=False)
     except ImportError:
         pass

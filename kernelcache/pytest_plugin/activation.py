@@ -18,7 +18,7 @@ import pytest
 
 from kernelcache.settings import kc_environ
 
-from .options import PLUGIN_NAME, _TRUE
+from .options import PLUGIN_NAME, TRUE_WORDS
 
 # The entry point name; the module path is accepted too (PYTEST_PLUGINS spells modules).
 _NAMES = {PLUGIN_NAME, f"{PLUGIN_NAME}.pytest_plugin"}
@@ -56,7 +56,7 @@ def asked_for(config: pytest.Config) -> bool:
         return True
     with warnings.catch_warnings():  # deprecated names are reported once, when options resolve
         warnings.simplefilter("ignore", DeprecationWarning)
-        if (kc_environ().get("KERNELCACHE_PLUGIN") or "").strip().lower() in _TRUE:
+        if (kc_environ().get("KERNELCACHE_PLUGIN") or "").strip().lower() in TRUE_WORDS:
             return True
     try:
         return bool(config.getini("kernelcache_enable"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from . import gating, names, options
+from . import gating, impact, names, options
 from .activation import NotEnabledHints, asked_for, given_kc_flags
 from .options import PLUGIN_NAME
 from .session import STATE, SessionPlugin, SessionState
@@ -29,6 +29,7 @@ MARKERS = (
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+    impact.add_ini(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -80,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state.saved_env = export_env(state.settings)
     config.stash[STATE] = state
     config.pluginmanager.register(SessionPlugin(state), "kernelcache-session")
+    impact.configure(config, state)
     if config.pluginmanager.hasplugin("xdist") and not state.is_worker:
         from .xdist import XdistHooks
 

@@ -74,7 +74,7 @@ class Kernels:
             raise KernelUnavailable(f"unknown kernel {name!r} (known: {', '.join(known)}; add specs "
                                     "with kernelcache_specs)")
         try:
-            return shipped_specs([name])[name]
+            return shipped_specs([name], self.settings)[name]
         except Exception as e:  # noqa: BLE001 - the kernel's own module may be broken
             raise KernelUnavailable(f"kernel {name!r}: its spec could not be loaded: "
                                     f"{type(e).__name__}: {e}") from e

@@ -20,8 +20,8 @@ from kernelcache.settings import DEPRECATED_ENV, REMOTE_MODES, kc_environ
 
 PLUGIN_NAME = "kernelcache"
 WARM_MODES = ("auto", "controller", "off")
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,10 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("patch_tvm_ffi", "--kc-patch-tvm-ffi", "kernelcache_patch_tvm_ffi", "KERNELCACHE_PATCH_TVM_FFI",
         "bool", False, "route tvm_ffi.cpp.load_inline/load/build_inline/build through kernelcache for "
         "the session (third-party JIT kernels get the same cache and report)", setting="patch_tvm_ffi"),
+    Opt("impact_map", "--kc-impact-map", "kernelcache_impact_map", "KERNELCACHE_IMPACT_MAP", "path", None,
+        "test impact map: read for --kc-affected-since, and written (merged) with what this run's tests used"),
+    Opt("affected_since", "--kc-affected-since", "kernelcache_affected_since", "KERNELCACHE_AFFECTED_SINCE",
+        "str", None, "run only the tests a change since REF (git diff REF...HEAD + uncommitted) can affect"),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 
@@ -188,9 +192,9 @@ def convert(o: Opt, raw: Any, where: str) -> Any:
         if isinstance(raw, bool):
             return raw
         s = str(raw).strip().lower()
-        if s in _TRUE:
+        if s in TRUE_WORDS:
             return True
-        if s in _FALSE:
+        if s in FALSE_WORDS:
             return False
         raise pytest.UsageError(f"kernelcache: {where} must be a boolean (1/0, true/false), got {raw!r}")
     if o.kind == "int":

@@ -266,6 +266,8 @@ def write_json(st: "SessionState", session: pytest.Session, exitstatus: int) -> 
         "summary": dict(sorted(counts.items())),
         "tests": list(st.tests.values()),
     }
+    if st.impact is not None:
+        data["impact"] = st.impact
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")

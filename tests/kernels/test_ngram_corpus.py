@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 import threading
 import time
 import uuid
@@ -18,8 +17,7 @@ import pytest
 
 pytestmark = [pytest.mark.kernel("ngram_corpus"), pytest.mark.suite("kernels-cpu", "cpu")]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ngram_reference as R  # noqa: E402
+from . import ngram_reference as R  # noqa: E402
 
 from kernelcache.kernels import NgramCorpus, iter_external_corpus_chunks  # noqa: E402
 from kernelcache.kernels.ngram_corpus import (  # noqa: E402

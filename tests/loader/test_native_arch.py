@@ -16,7 +16,7 @@ import kernelcache as kc
 from kernelcache import export, key, manifest, native, plan
 from kernelcache.settings import Settings
 from kernelcache.storage.entry import Entry
-from conftest import project_spec
+from tests.support import project_spec
 
 FAKE = "kc_fake_avx9000"  # a CPU feature no CPU has
 
