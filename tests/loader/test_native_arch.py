@@ -9,6 +9,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -86,6 +87,12 @@ def test_local_entry_for_another_cpu_is_refused_not_quarantined(kc_env, project)
     assert info["status"] == "miss"
     assert any(FAKE in r and "illegal instruction" in r for r in info["refused"]), info["refused"]
     assert info["inputs"]["native"]["cpu_features"]
+    # the CLI finds the kernel from the cache's records and says the same
+    r = subprocess.run([sys.executable, "-m", "kernelcache", "explain", "adder"], env=kc_env.env(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "native: -march=native -> -march=" in r.stdout and "needs CPU features:" in r.stdout
+    assert any(FAKE in line and line.startswith("refused:") for line in r.stdout.splitlines()), r.stdout
     # without the forged feature the same entry is a hit
     m = manifest.read(entry)
     m.inputs["native"]["cpu_features"].remove(FAKE)
