@@ -115,3 +115,50 @@ class KernelSpec:
     @property
     def is_cuda(self) -> bool:
         return self.backend == "cuda"
+
+
+def specs_from_ref(ref: str, search_path: Sequence[str | Path] = ()) -> list[KernelSpec]:
+    """The KernelSpecs named by ``module:callable`` (or ``module:attribute``), as the pytest
+    plugin's ``kernelcache_specs`` takes them: a spec, a list, or a dict of specs.
+
+    ``search_path`` directories are tried (prepended to ``sys.path``) when the module is not
+    importable as is, e.g. the current directory for the CLI's ``--spec``.
+    """
+    import importlib
+    import sys
+
+    mod_name, sep, attr = ref.partition(":")
+    if not sep or not mod_name or not attr:
+        raise SpecError(f"spec reference {ref!r} must be 'module:callable'")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        if e.name not in (mod_name, mod_name.split(".")[0]):
+            raise SpecError(f"spec reference {ref!r}: importing {mod_name!r} failed: {e}") from e
+        for p in reversed([str(p) for p in search_path]):
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        try:
+            mod = importlib.import_module(mod_name)
+        except Exception as e2:  # noqa: BLE001 - any import failure is the reference's problem
+            raise SpecError(f"spec reference {ref!r}: cannot import {mod_name!r}: {e2}") from e2
+    except Exception as e:  # noqa: BLE001
+        raise SpecError(f"spec reference {ref!r}: importing {mod_name!r} failed: {type(e).__name__}: {e}") from e
+    try:
+        obj = getattr(mod, attr)
+    except AttributeError:
+        raise SpecError(f"spec reference {ref!r}: module {mod_name!r} has no attribute {attr!r}") from None
+    value = obj() if callable(obj) and not isinstance(obj, KernelSpec) else obj
+    if isinstance(value, KernelSpec):
+        items = [value]
+    elif isinstance(value, Mapping):
+        items = list(value.values())
+    else:
+        try:
+            items = list(value)
+        except TypeError:
+            items = [value]
+    for s in items:
+        if not isinstance(s, KernelSpec):
+            raise SpecError(f"spec reference {ref!r} returned {type(s).__name__}, expected KernelSpec(s)")
+    return items

@@ -7,7 +7,8 @@ import time
 from collections import defaultdict
 
 from ..layout import BUILT, Layout
-from .common import settings_of, specs, table
+from . import records
+from .common import settings_of, table
 
 
 def arch_problem(s) -> str | None:
@@ -64,7 +65,7 @@ def cmd_warm(args) -> int:
     t_import = time.monotonic() - t_import
     t0 = time.monotonic()
     todo, skipped = [], []
-    for spec in specs(args.names, s).values():
+    for spec in records.resolve(args.names, getattr(args, "spec", None) or [], s).values():
         why = _cuda_unavailable(spec, s)
         if why and not args.names and not s.remote_enabled and not s.prebuilt:
             skipped.append(loader.WarmResult(spec.name, "skipped", 0.0, why))
@@ -163,7 +164,7 @@ def cmd_explain(args) -> int:
     bad = arch_problem(s)
     if bad:
         return usage_error(bad)
-    info = explain(specs([args.name], s)[args.name], s)
+    info = explain(records.resolve([args.name], getattr(args, "spec", None) or [], s)[args.name], s)
     if args.json:
         print(json.dumps(info, indent=1, default=str))
         return 0
@@ -181,6 +182,11 @@ def cmd_explain(args) -> int:
         for t, v in inp["tools"].items():
             print(f"  {t}: {v['path']} ({(v['version'] or '').splitlines()[0] if v['version'] else '?'})")
         print(f"  arch: {inp['arch'] or 'n/a (cpu)'}\n  abi: {inp['abi']}\n  env: {inp['env'] or '{}'}")
+        nat = inp.get("native")
+        if nat:
+            march = next((t for t in nat["expanded"] if t.startswith(("-march=", "-mcpu="))), "?")
+            print(f"  native: {' '.join(nat['flags'])} -> {march} (+{len(nat['expanded']) - 1} target flags); "
+                  f"needs CPU features: {', '.join(nat['cpu_features']) or 'none'}")
     return 0
 
 

@@ -50,6 +50,8 @@ DESCRIPTIONS: dict[tuple[str, ...], str] = {
 
 # (command path, argparse dest) -> help, for options declared without one
 OPTION_HELP: dict[tuple[tuple[str, ...], str], str] = {
+    (("warm",), "names"): "kernel names: shipped, defined by --spec, or ones the cache has records of "
+                          "(default: every shipped kernel, or the --spec ones)",
     (("warm",), "jobs"): "kernels built in parallel (default: half the CPUs)",
     (("warm",), "json"): "print the results as JSON",
     (("ls",), "name"): "only this kernel",

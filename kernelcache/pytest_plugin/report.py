@@ -184,6 +184,12 @@ def write_terminal(tr: Any, st: "SessionState") -> None:
         for r, c in zip(rows, cells):
             tr.write_line(fmt(c), **({"red": True} if r["status"] == "failed" else {}))
         tr.write_line(totals_line(st, rows, total))
+    for r in rows:
+        reason = (r.get("reason") or "").strip()
+        if r["status"] == "failed" and "\n" in reason:  # the one full copy; tests reference it
+            tr.write_sep("-", f"kernelcache: kernel {r['name']!r} failed")
+            for line in reason.splitlines():
+                tr.write_line(line)
     for f in st.policy_failures:
         tr.write_line(f"kernelcache: FAILED: {f}", red=True)
     if st.opt("report_json"):

@@ -27,10 +27,15 @@ class Cli:
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
+def make_cli(tmp_path: Path) -> Cli:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELCACHE_")
            and k not in ("TVM_FFI_CUDA_ARCH_LIST", "CPATH", "CPLUS_INCLUDE_PATH")}
     env.update(KERNELCACHE_DIR=str(tmp_path / "cache"), KERNELCACHE_LOCK_DIR=str(tmp_path / "locks"),
                PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return Cli(tmp_path, env)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    """A private cache and environment for ``python -m kernelcache`` (one per test)."""
+    return make_cli(tmp_path)
