@@ -205,6 +205,8 @@ class Selector:
         k: KernelRecord | None = self.map.kernels.get(name)
         if k is None:
             return f"uses {name}, which the impact map does not describe"
+        if k.root is None and not k.complete:
+            return f"uses {name}, whose inputs were not recorded (no manifest or source root found)"
         for p in k.inputs:
             if p in self.changed:
                 return f"uses {name}, whose input {self.changed[p].describe()} changed"
