@@ -204,6 +204,9 @@ def main() -> int:
                   f"changed {len(changed):3d}  missed {len(missed)}  saved {saved_t:6.1f}s  "
                   f"{'ALL' if everything else ''} {row['expect']}", flush=True)
     finally:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        if imap.exists():  # a real map for benchmarks/impact_selection.py
+            shutil.copy(imap, Path(args.out).parent / "impact-map.json")
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     missed_total = sum(len(r["missed"]) for r in rows)
@@ -212,7 +215,6 @@ def main() -> int:
           f"{n_all * len(rows)}; test time saved {saved:.1f}s of {t_all * len(rows):.1f}s "
           f"({100 * saved / max(t_all * len(rows), 1e-9):.0f}%)")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"head": head, "universe": args.paths, "tests": n_all, "test_s": round(t_all, 2),
                                "mutations": rows}, indent=1))
     print(f"written {out}")

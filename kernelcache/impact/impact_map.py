@@ -44,6 +44,7 @@ class KernelRecord:
 
 @dataclass
 class TestRecord:
+    __test__ = False  # not a pytest test class
     nodeid: str
     file: str  # repository-relative test file
     kernels: list[str] = field(default_factory=list)  # markers + loaded while it ran
@@ -130,7 +131,7 @@ class ImpactMap:
 
 
 def _dict(data: dict, key: str) -> dict:
-    v = data.get(key) or {}
+    v = data.get(key, {})
     if not isinstance(v, dict):
         raise ValueError(f"malformed impact map: {key!r} is not an object")
     return v

@@ -25,7 +25,7 @@ from .impact_map import ImpactMap, KernelRecord
 EVERYTHING = ("conftest.py", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini",
               "MANIFEST.in", "requirements*.txt", ".ci/*", "ci/*", ".github/*")
 INERT = ("*.md", "*.rst", "docs/*", "LICENSE*", "NOTICE*", "AUTHORS*", ".gitignore", "*.png", "*.svg",
-         "*.jpg", "benchmarks/*")
+         "*.jpg", "*.pyc", "benchmarks/*")
 TEST_FILES = ("test_*.py", "*_test.py")
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the kernelcache package (plugin + this package)
 
@@ -42,6 +42,7 @@ def matches(path: str, patterns: Iterable[str]) -> str | None:
 @dataclass
 class TestInfo:
     """A collected test: node id, repository-relative file, kernels its markers name now."""
+    __test__ = False  # not a pytest test class
 
     nodeid: str
     file: str
