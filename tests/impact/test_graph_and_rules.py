@@ -24,6 +24,8 @@ TREE = {
     "tests/sub/__init__.py": "",
     "tests/sub/test_c.py": "from .. import nothing\nimport pkg\n",
     "tests/test_gone.py": "import vanished_helper\n",
+    "pkg/__main__.py": "from . import heavy\n",
+    "tests/test_d.py": "import subprocess, sys\nsubprocess.run([sys.executable, '-m', 'pkg', 'x'])\n",
 }
 
 
@@ -48,6 +50,11 @@ def test_lazy_import_module_strings_and_code_in_strings(tmp_path):
     assert "pkg/heavy.py" in g.nodes["pkg/__init__.py"].dynamic
     assert "pkg/heavy.py" in g.closure(["tests/sub/test_c.py"]).files
     assert "pkg/heavy.py" in g.closure(["tests/test_b.py"]).files  # `import pkg.heavy` in a string
+
+
+def test_modules_run_with_python_dash_m(tmp_path):
+    g = build(tmp_path)
+    assert {"pkg/__main__.py", "pkg/heavy.py"} <= set(g.closure(["tests/test_d.py"]).files)
 
 
 def test_type_checking_imports_only_count_on_the_safe_side(tmp_path):

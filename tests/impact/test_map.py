@@ -60,7 +60,8 @@ def test_merge_keeps_tests_that_did_not_run_and_drops_deleted_files():
     new.files["tests/test_x.py"] = FileRecord([], [], [])
     merged = new.merged_into(old, existing={"tests/test_x.py"})
     assert set(merged.tests) == {"tests/test_x.py::t"}  # test_y.py no longer exists
-    assert merged.tests["tests/test_x.py::t"].outcome == "failed" and merged.files["tests/test_x.py"].reads == []
+    assert merged.tests["tests/test_x.py::t"].outcome == "failed"
+    assert merged.files["tests/test_x.py"].reads == ["data/d.json"]  # united: other tests may read it
     assert merged.kernels["k"].complete and merged.commit == "b" * 40
     kept = new.merged_into(old, existing=None)
     assert kept.tests["tests/test_y.py::t"].early_skip
