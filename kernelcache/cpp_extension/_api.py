@@ -134,6 +134,9 @@ def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool) -> Any:
         if isinstance(e, ExtensionBuildError):
             raise
         raise ExtensionBuildError(spec.name, e) from e
+    from .. import events
+
+    events.emit("extension_loaded", name=spec.name, kind=spec.kind, status=res.status)
     if verbose:
         _verbose(spec.name, res)
     return mod
