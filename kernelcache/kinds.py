@@ -28,24 +28,48 @@ from .spec import KernelSpec
 
 SURFACE_TIMEOUT_S = 600.0
 _PKG_PARENT = str(Path(__file__).resolve().parent.parent)
-_RUNNER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-           "from kernelcache.surface import main; raise SystemExit(main(sys.argv[1:]))")
+# Started when the build starts: imports torch while the compiler runs, then reads the path of
+# the linked binary from stdin (an empty line: the build failed, exit quietly).
+_RUNNER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import torch; "
+           "path = sys.stdin.readline().strip(); "
+           "from kernelcache.surface import main; raise SystemExit(main([sys.argv[1], path, sys.argv[2]]) if path else 0)")
 
 
-def fresh_surface(spec: KernelSpec, so_path: Path) -> dict:
+def start_surface(spec: KernelSpec) -> subprocess.Popen | None:
+    """Start the surface subprocess of a build early, so torch's import overlaps the compile."""
+    if spec.kind in ("tvm_ffi", "executable"):
+        return None
+    return subprocess.Popen([sys.executable, "-c", _RUNNER, _PKG_PARENT, spec.kind, spec.name],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop_surface(proc: subprocess.Popen | None) -> None:
+    """End a surface subprocess that was not used (the build failed): no path, then reap it."""
+    if proc is None or proc.returncode is not None:
+        return
+    try:
+        proc.communicate("\n", timeout=30)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        proc.kill()
+        proc.communicate()
+
+
+def fresh_surface(spec: KernelSpec, so_path: Path, proc: subprocess.Popen | None = None) -> dict:
     """The surface of a fresh build, computed in a subprocess (raises BuildError on failure)."""
     if spec.kind == "executable":
         return {}
-    argv = [sys.executable, "-c", _RUNNER, _PKG_PARENT, spec.kind, str(so_path), spec.name]
+    proc = proc or start_surface(spec)
+    assert proc is not None
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=SURFACE_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        raise BuildError(spec.name, "<import check>", f"importing the built module timed out: {e}") from None
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("KC_SURFACE ")), None)
+        stdout, stderr = proc.communicate(str(so_path) + "\n", timeout=SURFACE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise BuildError(spec.name, "<import check>", "importing the built module timed out") from None
+    line = next((ln for ln in stdout.splitlines() if ln.startswith("KC_SURFACE ")), None)
     if proc.returncode != 0 or line is None:
-        raise BuildError(spec.name, "<import check: " + " ".join(argv[3:]) + ">",
-                         "the built module does not load:\n" + proc.stderr + proc.stdout, proc.returncode)
+        raise BuildError(spec.name, f"<import check: {spec.kind} {so_path}>",
+                         "the built module does not load:\n" + stderr + stdout, proc.returncode)
     import json
 
     return json.loads(line[len("KC_SURFACE "):])
