@@ -15,6 +15,10 @@ from .errors import SpecError
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _CUDA_SUFFIXES = (".cu",)
 _SOURCE_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".cu")
+# What a build produces and how it is admitted (kernelcache/kinds.py): a tvm-ffi module (the
+# default), a torch pybind11 extension module, a library loaded into the process
+# (TORCH_LIBRARY ops) or a standalone executable.
+KINDS = ("tvm_ffi", "torch_python", "torch_library", "executable")
 
 
 def _tuple_of_str(values: Sequence[str | Path] | None) -> tuple[str, ...]:
@@ -71,6 +75,10 @@ class KernelSpec:
     ldflags: Sequence[str] = ()
     functions: Mapping[str, str | None] | Sequence[str] = field(default_factory=dict)
     backend: str = "auto"  # "auto" | "cpu" | "cuda"
+    kind: str = "tvm_ffi"  # one of KINDS
+    # Extra ABI facts a foreign loader knows and the key must cover (torch version and C++ ABI,
+    # Python ABI of a pybind11 module, ...): part of both keys, checked for foreign entries.
+    abi: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
@@ -92,12 +100,15 @@ class KernelSpec:
         object.__setattr__(self, "functions", dict(sorted(fns.items())))
         if self.backend not in ("auto", "cpu", "cuda"):
             raise SpecError(f"KernelSpec {self.name!r}: backend must be auto|cpu|cuda")
+        if self.kind not in KINDS:
+            raise SpecError(f"KernelSpec {self.name!r}: kind must be one of {', '.join(KINDS)}")
+        object.__setattr__(self, "abi", {str(k): str(v) for k, v in sorted(dict(self.abi or {}).items())})
         if self.backend == "auto":
             backend = "cuda" if any(s.endswith(_CUDA_SUFFIXES) for s in srcs) else "cpu"
             object.__setattr__(self, "backend", backend)
 
     def __hash__(self) -> int:  # dict field makes the default hash fail
-        return hash((self.name, self.sources, str(self.root), tuple(self.functions.items())))
+        return hash((self.name, self.sources, str(self.root), tuple(self.functions.items()), self.kind))
 
     # -- path helpers -------------------------------------------------------------------
     def abspath(self, p: str) -> Path:

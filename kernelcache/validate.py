@@ -137,6 +137,8 @@ def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha
         return Rejection("format", f"manifest format {manifest.format} != {FORMAT}")
     if manifest.name != spec.name:
         return Rejection("format", f"manifest is for kernel {manifest.name!r}")
+    if manifest.kind != spec.kind:
+        return Rejection("format", f"manifest is for a {manifest.kind} binary, expected {spec.kind}")
     mism = compare(expected_schemas(spec, manifest), manifest.schemas)
     if mism:
         return Rejection("schema", "manifest schema differs: " + describe(mism), mism)
@@ -202,6 +204,10 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
     cpu = cpu_refusal(m)
     if cpu is not None:
         return cpu
+    if m.kind != spec.kind:
+        return Rejection("installation", f"a {m.kind} binary, expected {spec.kind}")
+    if dict(m.inputs.get("extra_abi") or {}) != dict(spec.abi):
+        return Rejection("installation", f"ABI {m.inputs.get('extra_abi') or {}} != this installation's {dict(spec.abi)}")
     check = key.check_deps(m.deps, m.absent, inst.anchors, only_anchor=None if strict_external else ROOT,
                            tolerate_missing_external=True)
     if not check.ok:

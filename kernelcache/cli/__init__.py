@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--version", default="0.1.0")
     pk.set_defaults(fn=cmd_pack)
     _add_remote_commands(sub)
+    __import__("kernelcache.cli.impact", fromlist=["add_parsers"]).add_parsers(sub)  # kernelcache affected
     from .help import document
 
     return document(p)

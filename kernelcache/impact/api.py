@@ -90,3 +90,58 @@ def prepare(start: Path | str, since: str, map_path: Path | str | None, rules: R
         graph = ImportGraph(root, changes_mod.repo_files(root, "*.py"))
     sel = Selector(cs, imap, problem, graph, rules)
     return Prepared(sel, cs, imap, problem, time.perf_counter() - t0)
+
+
+def testpaths(root: Path) -> list[str]:
+    """``[tool.pytest.ini_options] testpaths`` of ``root/pyproject.toml`` ([] when absent)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        return []
+    try:
+        data = tomllib.loads((Path(root) / "pyproject.toml").read_text())
+    except (OSError, ValueError):
+        return []
+    tp = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths", [])
+    return [tp] if isinstance(tp, str) else [str(t) for t in tp]
+
+
+def test_files(root: Path, rules: Rules | None = None) -> list[str]:
+    """Repository test files (file name patterns of the rules, under testpaths when set)."""
+    from .select import TEST_FILES, matches
+
+    pats = (rules.test_files if rules else TEST_FILES)
+    roots = [t.strip("/") + "/" for t in testpaths(root)]
+    return [p for p in changes_mod.repo_files(root, "*.py")
+            if matches(p, pats) and (not roots or any(p.startswith(r) for r in roots))]
+
+
+def affected(start: Path | str, since: str, map_path: Path | str | None, rules: Rules | None = None) -> dict:
+    """File-level view without collecting (CLI, CI): the map's tests with decisions, plus test
+    files the map has never seen (run whole). Test ids are the map's (pytest rootdir-relative)."""
+    from .select import TestInfo
+
+    t0 = time.perf_counter()
+    p = prepare(start, since, map_path, rules)
+    sel_map = p.map
+    tests = [TestInfo(n, t.file) for n, t in sel_map.tests.items()] if sel_map else []
+    root = p.changes.root
+    files = test_files(root, rules) if root is not None else []
+    if root is not None:
+        tests = [t for t in tests if (root / t.file).exists()]
+    sel = p.selector.select(tests)
+    known = {t.file for t in tests}
+    new_files = {f: "not in the impact map (a new test file, or one never recorded)" for f in files
+                 if f not in known}
+    if sel.everything:
+        new_files = {f: sel.everything for f in files}
+    by_file: dict[str, str] = dict(new_files)
+    for t in tests:
+        if t.nodeid in sel.selected:
+            by_file.setdefault(t.file, sel.selected[t.nodeid])
+    out = sel.as_dict()
+    out.update({"since": since, "base": p.changes.base, "root": str(root or ""), "map": str(map_path or ""),
+                "map_problem": p.map_problem, "rootdir": sel_map.rootdir if sel_map else "",
+                "new_files": new_files, "files": dict(sorted(by_file.items())),
+                "seconds": round(time.perf_counter() - t0, 3)})
+    return out

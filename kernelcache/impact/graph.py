@@ -25,6 +25,8 @@ _IMPORT = re.compile(r"\bimport[ \t]+([A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?(?:[ 
                      r"(?:[ \t]+as[ \t]+\w+)?)*)")
 _STRING = re.compile(r"""['"]([A-Za-z_][\w.]*)['"]""")
 _DYNAMIC = ("import_module", "__import__(")
+# `python -m mod` in a string or an argv list: the test runs that module in a subprocess
+_RUN_MODULE = re.compile(r"""["']-m["']\s*,\s*["']([A-Za-z_][\w.]*)["']|(?<![\w-])-m[ \t]+([A-Za-z_][\w.]*)""")
 _TYPE_CHECKING = re.compile(r"^([ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING\b.*:", re.M)
 
 
@@ -87,6 +89,7 @@ class ImportGraph:
 
     def __init__(self, root: Path | str, py_files: Iterable[str]):
         self.root = Path(root)
+        self.scripts = _console_scripts(self.root)  # `kernelcache` -> kernelcache.cli
         files = sorted(p for p in py_files if p.endswith(".py"))
         init_dirs = {p.rpartition("/")[0] for p in files if p.rpartition("/")[2] == "__init__.py"}
         self.nodes: dict[str, Node] = {}
@@ -134,6 +137,14 @@ class ImportGraph:
                 name = item.strip().split()[0] if item.strip() else ""
                 if name:
                     self._edge(node, name, guarded(m.start()))
+        for m in _RUN_MODULE.finditer(text):
+            mod = m.group(1) or m.group(2)
+            self._edge(node, mod)
+            if f"{mod}.__main__" in self.by_name:
+                self._edge(node, f"{mod}.__main__")
+        for script, mod in self.scripts.items():
+            if f'"{script}"' in text or f"'{script}'" in text:
+                self._edge(node, mod, guarded=True)
         if any(d in text for d in _DYNAMIC):
             for m in _STRING.finditer(text):
                 s = m.group(1)
@@ -217,6 +228,18 @@ class ImportGraph:
         """Python files under a directory prefix (``kernelcache/pytest_plugin/``)."""
         prefix = prefix.rstrip("/") + "/"
         return [p for p in self.nodes if p.startswith(prefix)]
+
+
+def _console_scripts(root: Path) -> dict[str, str]:
+    """``[project.scripts]`` of ``root/pyproject.toml``: a test that runs ``kernelcache ...``
+    in a subprocess depends on ``kernelcache.cli``."""
+    try:
+        import tomllib
+        data = tomllib.loads((root / "pyproject.toml").read_text())
+    except (ImportError, OSError, ValueError):
+        return {}
+    scripts = data.get("project", {}).get("scripts", {})
+    return {str(k): str(v).partition(":")[0].strip() for k, v in scripts.items() if isinstance(v, str)}
 
 
 def conftests_for(test_file: str, all_files: Iterable[str]) -> list[str]:

@@ -44,6 +44,7 @@ class KernelRecord:
 
 @dataclass
 class TestRecord:
+    __test__ = False  # not a pytest test class
     nodeid: str
     file: str  # repository-relative test file
     kernels: list[str] = field(default_factory=list)  # markers + loaded while it ran
@@ -107,9 +108,10 @@ class ImpactMap:
 
     # -- merging -----------------------------------------------------------------------------------
     def merged_into(self, older: "ImpactMap | None", existing: set[str] | None = None) -> "ImpactMap":
-        """This session's records over an older map's: tests (and files) that ran now replace
-        theirs; the others keep their old records unless their file no longer exists
-        (``existing``: repository-relative files that exist now, None = keep all)."""
+        """This session's records over an older map's: tests that ran now replace theirs, file
+        records are united (a file whose tests ran only in part keeps what the others read); the
+        rest is kept unless its file no longer exists (``existing``: repository-relative files
+        that exist now, None = keep all)."""
         if older is None:
             return self
         out = ImpactMap(commit=self.commit, dirty=self.dirty, rootdir=self.rootdir, created=self.created)
@@ -117,11 +119,14 @@ class ImpactMap:
         def keep(path: str) -> bool:
             return existing is None or path in existing
 
-        ran_files = {t.file for t in self.tests.values()}
-        out.tests = {n: t for n, t in older.tests.items() if keep(t.file) and t.file not in ran_files}
+        out.tests = {n: t for n, t in older.tests.items() if keep(t.file)}
         out.tests.update(self.tests)
-        out.files = {f: r for f, r in older.files.items() if keep(f) and f not in ran_files}
-        out.files.update(self.files)
+        out.files = {f: r for f, r in older.files.items() if keep(f)}
+        for f, r in self.files.items():  # a file whose tests ran only in part keeps the others' records
+            old = out.files.get(f)
+            out.files[f] = r if old is None else FileRecord(sorted(set(old.reads) | set(r.reads)),
+                                                            sorted(set(old.dirs) | set(r.dirs)),
+                                                            sorted(set(old.loaded) | set(r.loaded)))
         out.kernels = dict(older.kernels)
         for n, k in self.kernels.items():
             if k.complete or n not in out.kernels or not out.kernels[n].complete:
@@ -130,7 +135,7 @@ class ImpactMap:
 
 
 def _dict(data: dict, key: str) -> dict:
-    v = data.get(key) or {}
+    v = data.get(key, {})
     if not isinstance(v, dict):
         raise ValueError(f"malformed impact map: {key!r} is not an object")
     return v

@@ -25,7 +25,7 @@ from .impact_map import ImpactMap, KernelRecord
 EVERYTHING = ("conftest.py", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini",
               "MANIFEST.in", "requirements*.txt", ".ci/*", "ci/*", ".github/*")
 INERT = ("*.md", "*.rst", "docs/*", "LICENSE*", "NOTICE*", "AUTHORS*", ".gitignore", "*.png", "*.svg",
-         "*.jpg", "benchmarks/*")
+         "*.jpg", "*.pyc", "benchmarks/*")
 TEST_FILES = ("test_*.py", "*_test.py")
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the kernelcache package (plugin + this package)
 
@@ -42,6 +42,7 @@ def matches(path: str, patterns: Iterable[str]) -> str | None:
 @dataclass
 class TestInfo:
     """A collected test: node id, repository-relative file, kernels its markers name now."""
+    __test__ = False  # not a pytest test class
 
     nodeid: str
     file: str
@@ -205,6 +206,8 @@ class Selector:
         k: KernelRecord | None = self.map.kernels.get(name)
         if k is None:
             return f"uses {name}, which the impact map does not describe"
+        if k.root is None and not k.complete:
+            return f"uses {name}, whose inputs were not recorded (no manifest or source root found)"
         for p in k.inputs:
             if p in self.changed:
                 return f"uses {name}, whose input {self.changed[p].describe()} changed"

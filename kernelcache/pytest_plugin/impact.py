@@ -11,6 +11,7 @@ The rules live in :mod:`kernelcache.impact` (no pytest there).
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ import pytest
 from kernelcache.impact.changes import GitError, head_commit, repo_files, repo_root
 from kernelcache.impact.impact_map import FileRecord, ImpactMap, KernelRecord, TestRecord, save
 from kernelcache.impact.select import EVERYTHING, INERT, Rules, TestInfo
+from kernelcache.manifest import read as read_manifest
 
 from .kernels import KernelUnavailable, marker_kernels
 
@@ -79,6 +81,7 @@ class ImpactPlugin:
         self.selection: dict | None = None
         self.tests: dict[str, TestRecord] = {}
         self.raw: dict[str, record.Recording] = {}  # test file -> what its tests touched
+        self.kernel_recs: dict[str, KernelRecord] = {}  # kernels loaded while tests ran
         self.worker_records: list[dict] = []
         self.told_deselected = False
         if st.is_worker:
@@ -128,6 +131,10 @@ class ImpactPlugin:
         acc.opened |= rec.opened
         acc.listed |= rec.listed
         acc.loaded.update(rec.loaded)
+        for n, e in rec.loaded.items():  # now, while the test's temporary files still exist
+            cur = self.kernel_recs.get(n)
+            if cur is None or not cur.complete:
+                self.kernel_recs[n] = self._kernel_record(n, e, rec.opened)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         t = self.tests.get(report.nodeid)
@@ -150,14 +157,9 @@ class ImpactPlugin:
         for f, r in self.raw.items():
             out_files[f] = FileRecord(sorted(paths.files_of(r.opened) - {f}), sorted(paths.dirs_of(r.listed)),
                                       sorted(r.loaded))
-        entries: dict[str, str] = {}
-        for r in self.raw.values():
-            for n, e in r.loaded.items():
-                entries[n] = e or entries.get(n, "")
-        roots = {n: _root_from_opened(n, e, self.raw.values(), self.st) for n, e in entries.items()}
         return {"tests": {n: vars(t) for n, t in self.tests.items()},
                 "files": {f: vars(r) for f, r in out_files.items()},
-                "entries": entries, "roots": {n: r for n, r in roots.items() if r},
+                "kernels": {n: vars(k) for n, k in self.kernel_recs.items()},
                 "selection": self.selection}
 
     @pytest.hookimpl(tryfirst=True)
@@ -180,8 +182,6 @@ class ImpactPlugin:
         if self.prepared is not None or self.wire is not None:
             m.dirty = [c["path"] for c in (self.wire or {}).get("changes", []) if "uncommitted" in c.get("note", "")
                        or c.get("note") == "untracked"]
-        entries: dict[str, str] = {}
-        roots: dict[str, str] = {}
         for r in recs:
             for n, t in r["tests"].items():
                 m.tests[n] = TestRecord(**t)
@@ -190,14 +190,13 @@ class ImpactPlugin:
                 m.files[f] = FileRecord(**fr) if cur is None else FileRecord(
                     sorted(set(cur.reads) | set(fr["reads"])), sorted(set(cur.dirs) | set(fr["dirs"])),
                     sorted(set(cur.loaded) | set(fr["loaded"])))
-            entries.update({n: e for n, e in r["entries"].items() if e})
-            roots.update(r["roots"])
-        for name, res in self.st.kernels.results.items():
-            entries.setdefault(name, res.get("entry_id") or "")
-        names = set(entries) | {k for t in m.tests.values() for k in t.kernels} | set(self.st.declared)
-        paths = record.RepoPaths(self.root or Path("/"), [])
-        for n in sorted(names):
-            m.kernels[n] = self._kernel_record(n, entries.get(n, ""), roots.get(n), paths)
+            for n, k in r["kernels"].items():
+                if n not in m.kernels or (k["complete"] and not m.kernels[n].complete):
+                    m.kernels[n] = KernelRecord(**k)
+        names = {k for t in m.tests.values() for k in t.kernels} | set(self.st.declared) | set(self.st.kernels.results)
+        for n in sorted(names - set(m.kernels)):  # named by markers or warmed, never loaded in a test
+            res = self.st.kernels.results.get(n) or {}
+            m.kernels[n] = self._kernel_record(n, res.get("entry_id") or "", set())
         from kernelcache.impact.impact_map import load
 
         old, _ = load(self.map_path)
@@ -208,9 +207,18 @@ class ImpactPlugin:
         return {"path": str(self.map_path), "tests": len(m.tests), "kernels": len(m.kernels),
                 "recorded_now": sum(len(r["tests"]) for r in recs), "commit": m.commit}
 
-    def _kernel_record(self, name: str, entry: str, opened_root: str | None, paths: record.RepoPaths) -> KernelRecord:
+    def _kernel_record(self, name: str, entry: str, opened: set[str]) -> KernelRecord:
+        """Inputs of kernel ``name`` from its manifest (found among the files the test opened,
+        else in the session's cache) and its spec's root (for a kernel the plugin has no spec
+        for: where the test opened the sources its manifest names)."""
         s = self.st.settings
-        man = record.find_manifest(name, entry, s.cache_dir, s.prebuilt)
+        man = None
+        if entry:
+            tail = f"/{entry}/manifest.json"
+            path = next((p for p in opened if p.replace(os.sep, "/").endswith(tail)), None)
+            man = read_manifest(Path(path).parent) if path else None
+        man = man or record.find_manifest(name, entry, s.cache_dir, s.prebuilt)
+        paths = record.RepoPaths(self.root or Path("/"), [])
         try:
             spec = self.st.kernels.spec_for(name)
         except KernelUnavailable:
@@ -218,7 +226,12 @@ class ImpactPlugin:
         if spec is not None:
             return record.kernel_record(name, paths, Path(spec.root), list(spec.sources), man,
                                         self._spec_modules(name))
-        return record.kernel_record(name, paths, Path(opened_root) if opened_root else None, [], man, [])
+        root = None
+        if man is not None and man.source_hashes:
+            suffix = "/" + next(iter(man.source_hashes)).replace(os.sep, "/")
+            hit = next((p for p in opened if p.replace(os.sep, "/").endswith(suffix)), None)
+            root = Path(hit[: len(hit) - len(suffix)]) if hit else None
+        return record.kernel_record(name, paths, root, [], man, [])
 
     def _spec_modules(self, name: str) -> list[str]:
         mods = []
@@ -298,18 +311,3 @@ def _rel(path: Any, root: Path | None) -> str | None:
     except ValueError:
         return None
     return "" if rel == "." else rel
-
-
-def _root_from_opened(name: str, entry: str, recs: Any, st: "SessionState") -> str | None:
-    """The source root of a kernel the plugin has no spec for: where the files its manifest
-    names as sources were opened from while the test loaded it."""
-    m = record.find_manifest(name, entry, st.settings.cache_dir, st.settings.prebuilt)
-    if m is None or not m.source_hashes:
-        return None
-    rel = next(iter(m.source_hashes))
-    suffix = "/" + rel.replace("\\", "/")
-    for r in recs:
-        for p in r.opened:
-            if p.replace("\\", "/").endswith(suffix):
-                return p[: len(p) - len(suffix)]
-    return None

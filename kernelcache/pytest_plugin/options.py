@@ -82,9 +82,11 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("remote_mode", "--kc-remote-mode", "kernelcache_remote_mode", "KERNELCACHE_REMOTE_MODE", "choice",
         None, "read (default with a remote): fetch only; readwrite: also upload what this run "
         "builds; off: ignore the remote", choices=REMOTE_MODES, setting="remote_mode"),
+    Opt("patch", "--kc-patch", "kernelcache_patch", "KERNELCACHE_PATCH", "str", None,
+        "route foreign JIT APIs through kernelcache in every process of the session: tvm_ffi "
+        "(tvm_ffi.cpp), torch (torch.utils.cpp_extension), comma separated, or all", setting="patch"),
     Opt("patch_tvm_ffi", "--kc-patch-tvm-ffi", "kernelcache_patch_tvm_ffi", "KERNELCACHE_PATCH_TVM_FFI",
-        "bool", False, "route tvm_ffi.cpp.load_inline/load/build_inline/build through kernelcache for "
-        "the session (third-party JIT kernels get the same cache and report)", setting="patch_tvm_ffi"),
+        "bool", False, "same as --kc-patch=tvm_ffi", setting="patch_tvm_ffi"),
     Opt("impact_map", "--kc-impact-map", "kernelcache_impact_map", "KERNELCACHE_IMPACT_MAP", "path", None,
         "test impact map: read for --kc-affected-since, and written (merged) with what this run's tests used"),
     Opt("affected_since", "--kc-affected-since", "kernelcache_affected_since", "KERNELCACHE_AFFECTED_SINCE",
