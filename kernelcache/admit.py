@@ -99,6 +99,8 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
         return None, rej
     with _state.lock:
         _state.verified_sha.add(sp)
+    if spec.kind != "tvm_ffi":
+        return _accept_kind(spec, entry, store, mkey)
     import tvm_ffi
 
     try:
@@ -108,6 +110,23 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
     rej, _ = validate.after_dlopen(spec, entry.manifest, mod, path, entry.manifest.identity)
+    if rej:
+        return None, rej
+    with _state.lock:
+        _state.modules[mkey] = mod
+    return mod, None
+
+
+def _accept_kind(spec: KernelSpec, entry: Entry, store: LocalStore, mkey: tuple[str, str]
+                 ) -> tuple[Any, validate.Rejection | None]:
+    """Torch kinds (kernelcache/kinds.py): identity before any module code runs, then the surface."""
+    from . import kinds
+
+    try:
+        path = entry.so_path if spec.kind == "executable" else dlopen_path(entry.so_path, store)
+        mod, rej = kinds.admit(spec, entry.manifest, path)
+    except Exception as e:  # noqa: BLE001 - any load failure is a rejection
+        return None, validate.Rejection("dlopen", f"loading failed: {type(e).__name__}: {e}")
     if rej:
         return None, rej
     with _state.lock:
