@@ -31,6 +31,7 @@ MEMOS = {
     "kernels/config.py": {"kernels.settings"},
     "kernels/ngram_corpus/call.py": {"kernels.ngram_corpus.native"},
     "kernels/speculative_sampling/call.py": {"kernels.speculative_sampling.runtime"},
+    "native.py": {"native.cpu_features"},
 }
 # module-level state that is not a forgettable memo: file -> {name: why}
 NOT_MEMOS = {
@@ -40,6 +41,8 @@ NOT_MEMOS = {
     "tvm_ffi/_patch.py": {"_saved": "what install() replaced; uninstall() restores it",
                           "_installed_settings": "whether the patch is installed (install/uninstall own it)"},
     "tvm_ffi/_api.py": {"_ORIGINALS": "tvm_ffi.cpp's functions, saved before patching (never stale)"},
+    "cpp_extension/_patch.py": {"_installed": "whether the torch drop-in is installed (install/uninstall own it)"},
+    "patch/_hook.py": {"_armed": "import hooks waiting for their module (arm owns them; they run once)"},
     "impact/record.py": {"_active": "the running session's recording (start/stop own it)",
                          "_installed": "whether the event listener is installed (once per process)"},
     "pytest_plugin/impact.py": {"api": "a lazily imported module", "record": "a lazily imported module"},
