@@ -25,8 +25,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ... import process_state
 from . import lease as lease_mod
-from .backend import ObjectInfo, RemoteCorrupt, RemoteReadOnly, RemoteRefused, RemoteUnavailable
+from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
 from .signing import Signer, Verifier, canonical
 
@@ -54,6 +55,9 @@ def reset_down_state() -> None:
     with _state_lock:
         _down.clear()
         _warned.clear()
+
+
+process_state.register("remote.down_state", reset_down_state)
 
 
 @atexit.register
@@ -156,7 +160,7 @@ class RemoteCache:
 
     def __init__(self, backend: Any, url: str, writable: bool, identity: str | None = None,
                  signer: Signer | None = None, verifier: Verifier | None = None, lease_ttl: float = 600.0,
-                 scheme: str = ""):
+                 scheme: str = "", on_down: Callable[[str, str], None] | None = None):
         self._backend = backend
         self.url = url
         self.scheme = scheme
@@ -168,6 +172,7 @@ class RemoteCache:
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(OPS, 0)
         self.store = _Guarded(self)
+        self._on_down = on_down  # (url, reason): the caller reports the outage; else one warning
 
     def __repr__(self) -> str:
         mode = "readwrite" if self.writable else "read"
@@ -188,7 +193,9 @@ class RemoteCache:
             _down.setdefault(self.identity, reason)
             first = self.identity not in _warned
             _warned.add(self.identity)
-        if first:
+        if first and self._on_down is not None:
+            self._on_down(self.url, reason)
+        elif first:
             warnings.warn(f"kernelcache: fleet cache {self.url} is unavailable ({reason}); this process goes on "
                           "with its local cache only", RemoteDownWarning, stacklevel=4)
 
@@ -304,8 +311,16 @@ class RemoteCache:
             raise RemoteCorrupt(f"{where}: sha256 {h.hexdigest()[:16]}… does not match its name")
 
     # -- writing -----------------------------------------------------------------------------
-    def publish(self, name: str, skey: str, entry_id: str, manifest: dict, files: dict[str, Path]) -> bool:
-        """Upload missing blobs, then create the envelope (the commit point). False: it existed."""
+    def publish(self, name: str, skey: str, entry_id: str, manifest: dict, files: dict[str, Path]) -> str:
+        """Upload missing blobs, then create the envelope (the commit point).
+
+        Returns ``"uploaded"`` (our envelope is the entry), ``"exists"`` (an intact entry was
+        there: nothing written), ``"repaired"`` (it was there, a damaged or missing blob of it was
+        re-uploaded from our bytes: content-addressed, so never different bytes) or
+        ``"replaced"`` (its envelope was unreadable or named blobs we do not hold and that are
+        gone or damaged: that broken envelope was swapped for ours). An intact entry is never
+        overwritten.
+        """
         self._need_writable("publish")
         check_ids(name, skey, entry_id)
         if not files:
@@ -315,24 +330,70 @@ class RemoteCache:
                 raise ValueError(f"publish: bad file name {fname!r}")
         canonical(manifest)  # JSON-serialisable, no NaN: fail before any request
         key = entry_key(name, skey, entry_id)
-        if self.store.head(key) is not None:
-            return False  # first writer won; never overwrite, no upload needed
         digests = {fname: file_digest(Path(p)) for fname, p in files.items()}
-        uploaded: set[str] = set()
+        ours = {sha: Path(files[fname]) for fname, (sha, _) in digests.items()}
+        if self.store.head(key) is not None:
+            status = self.heal(key, ours)
+            if status != "broken":
+                return status
+            self.store.delete(key)  # unreadable, or names blobs nobody here can restore
+            replaced = True
+        else:
+            replaced = False
         for fname, (sha, size) in sorted(digests.items()):
-            if sha in uploaded:
-                continue
-            info = self.store.head(blob_key(sha))
-            if info is None or info.size != size:
-                self.store.put_file(blob_key(sha), Path(files[fname]), replace=info is not None)
-            uploaded.add(sha)
+            self._ensure_blob(sha, size, ours[sha])
         env = {"format": FORMAT, "name": name, "skey": skey, "entry_id": entry_id,
                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
                "files": {f: {"sha256": s, "size": n} for f, (s, n) in sorted(digests.items())},
                "manifest": manifest}
         if self.signer is not None:
             env = self.signer.sign(env)
-        return self.store.put_if_absent(key, json.dumps(env, sort_keys=True, separators=(",", ":")).encode())
+        won = self.store.put_if_absent(key, json.dumps(env, sort_keys=True, separators=(",", ":")).encode())
+        return ("replaced" if replaced else "uploaded") if won else "exists"
+
+    def heal(self, key: str, ours: dict[str, Path]) -> str:
+        """Check an existing entry's blobs (size and sha256) and re-upload a damaged or missing
+        one from ``ours`` (sha256 -> local file with those bytes).
+
+        ``"exists"``: intact; ``"repaired"``: every damaged blob re-uploaded; ``"broken"``: the
+        envelope is unreadable or names a bad blob whose bytes we do not hold.
+        """
+        try:
+            env = json.loads(self.store.get(key))
+            recorded = {str(m["sha256"]): int(m["size"]) for m in env["files"].values()}
+        except RemoteMissing:
+            return "broken"
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return "broken"
+        if not recorded or not all(SHA_RE.match(sha) for sha in recorded):
+            return "broken"
+        repaired = False
+        for sha, size in sorted(recorded.items()):
+            if self.blob_state(sha, size) == "ok":
+                continue
+            if sha not in ours:
+                return "broken"
+            self.store.put_file(blob_key(sha), ours[sha], replace=True)
+            repaired = True
+        return "repaired" if repaired else "exists"
+
+    def blob_state(self, sha: str, size: int) -> str:
+        """``"ok"``, ``"missing"`` or ``"damaged"`` (size or sha256 differ): one HEAD, and a full
+        read only when the size matches."""
+        info = self.store.head(blob_key(sha))
+        if info is None:
+            return "missing"
+        if info.size != size:
+            return "damaged"
+        try:
+            return "ok" if self.hash_blob(sha) == (sha, size) else "damaged"
+        except RemoteMissing:
+            return "missing"
+
+    def _ensure_blob(self, sha: str, size: int, path: Path) -> None:
+        state = self.blob_state(sha, size)
+        if state != "ok":
+            self.store.put_file(blob_key(sha), path, replace=state == "damaged")
 
     # -- single flight -----------------------------------------------------------------------
     def acquire_lease(self, name: str, skey: str, ttl: float | None = None) -> Lease | LeaseInfo:
