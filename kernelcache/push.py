@@ -76,7 +76,7 @@ def _push_one(s: Settings, entry: Entry, fleet) -> PushResult:
 
 def _bytes_problem(entry: Entry) -> str:
     """Publish only the bytes the manifest describes (a damaged local copy must not spread)."""
-    from .storage.remote.client import file_digest
+    from .storage.remote.refs import file_digest
 
     try:
         sha, size = file_digest(entry.so_path)

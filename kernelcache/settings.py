@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
     from .layout import Layout
@@ -26,6 +26,8 @@ PREFIX = "KERNELCACHE_"
 # Old name -> new name. The old one keeps working, with a DeprecationWarning.
 DEPRECATED_ENV = {"KERNELCACHE_PREBUILD": "KERNELCACHE_WARM"}
 REMOTE_MODES = ("read", "readwrite", "off")
+# The foreign JIT APIs kernelcache can patch (kernelcache.patch holds the registry of how).
+PATCH_TARGETS = ("tvm_ffi", "torch")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -187,7 +189,7 @@ class Settings:
     flashinfer_include: str | None = None
     max_jobs: int | None = None  # compile parallelism (never part of the key)
     remote: RemoteSettings = RemoteSettings()  # the fleet cache (off by default)
-    patch_tvm_ffi: bool = False  # route tvm_ffi.cpp JIT functions through kernelcache
+    patch: tuple[str, ...] = ()  # drop-ins to patch in: "tvm_ffi" (tvm_ffi.cpp), "torch" (cpp_extension)
     cache_buster: str | None = None  # any string: part of every key (force a fleet-wide rebuild)
 
     def __post_init__(self) -> None:
@@ -196,6 +198,7 @@ class Settings:
         object.__setattr__(self, "prebuilt", tuple(Path(p) for p in self.prebuilt))
         if not isinstance(self.remote, RemoteSettings):
             raise TypeError(f"Settings.remote must be a RemoteSettings, got {type(self.remote).__name__}")
+        object.__setattr__(self, "patch", parse_patch(self.patch, "patch"))
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -230,9 +233,12 @@ class Settings:
             flashinfer_include=(g("KERNELCACHE_FLASHINFER_INCLUDE") or "").strip() or None,
             max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else None,
             remote=RemoteSettings.from_env(kc, remote_url, remote_mode),
-            patch_tvm_ffi=_flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI"),
+            patch=parse_patch(g("KERNELCACHE_PATCH"), "KERNELCACHE_PATCH")
+            + (("tvm_ffi",) if _flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI") else ()),
             cache_buster=g("KERNELCACHE_CACHE_BUSTER") or None,
         )
+        if overrides.pop("patch_tvm_ffi", False):  # the old name's option (--kc-patch-tvm-ffi)
+            overrides["patch"] = (*parse_patch(overrides.get("patch", values["patch"]), "patch"), "tvm_ffi")
         values.update(overrides)
         return cls(**values)
 
@@ -250,6 +256,7 @@ class Settings:
             "KERNELCACHE_NO_BUILD": "1" if self.no_build else "0",
             "KERNELCACHE_REBUILD": "1" if self.rebuild else "0",
             "KERNELCACHE_PREBUILT": os.pathsep.join(map(str, self.prebuilt)),
+            "KERNELCACHE_PATCH": ",".join(self.patch),
             "KERNELCACHE_PATCH_TVM_FFI": "1" if self.patch_tvm_ffi else "0",
         }
         for name, value in (("KERNELCACHE_LOG", self.log), ("KERNELCACHE_CUDA_ARCH", self.cuda_arch),
@@ -304,6 +311,11 @@ class Settings:
         return self.layout.memo
 
     @property
+    def patch_tvm_ffi(self) -> bool:
+        """Is ``tvm_ffi.cpp`` routed through kernelcache (``KERNELCACHE_PATCH`` names ``tvm_ffi``)?"""
+        return "tvm_ffi" in self.patch
+
+    @property
     def remote_enabled(self) -> bool:
         """Shortcut for ``self.remote.enabled``."""
         return self.remote.enabled
@@ -314,10 +326,38 @@ class Settings:
         return self.remote.writable
 
 
-def patch_requested(environ: Mapping[str, str] | None = None) -> bool:
-    """Is ``KERNELCACHE_PATCH_TVM_FFI`` on? Cheap and never raising: ``import kernelcache`` asks."""
+def parse_patch(value: "str | Sequence[str] | None", name: str = "KERNELCACHE_PATCH") -> tuple[str, ...]:
+    """``"tvm_ffi,torch"`` / ``"all"`` / a sequence of names -> the drop-ins, in registry order.
+
+    Comma or space separated; ``all`` means every drop-in; ``0``/``off``/empty means none; an
+    unknown name is a ``ValueError`` naming the known ones (a typo must not silently patch nothing).
+    """
+    items = value.replace(",", " ").split() if isinstance(value, str) else [str(v) for v in value or ()]
+    chosen: set[str] = set()
+    for item in (i.strip().lower().replace("-", "_") for i in items):
+        if item in ("all", "1", "true", "yes", "on"):
+            chosen.update(PATCH_TARGETS)
+        elif item in PATCH_TARGETS:
+            chosen.add(item)
+        elif item not in _FALSE:
+            raise ValueError(f"{name}: unknown drop-in {item!r}; known: {', '.join(PATCH_TARGETS)} (or all)")
+    return tuple(t for t in PATCH_TARGETS if t in chosen)
+
+
+def patch_requested(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The drop-ins ``KERNELCACHE_PATCH`` / ``KERNELCACHE_PATCH_TVM_FFI`` ask for; cheap, never raising.
+
+    ``import kernelcache`` and the ``.pth`` hook ask this on every start: a bad value arms nothing
+    here and is reported by :meth:`Settings.from_env` when a load reads the settings.
+    """
     env = os.environ if environ is None else environ
-    return (env.get("KERNELCACHE_PATCH_TVM_FFI") or "").strip().lower() in _TRUE
+    try:
+        out = parse_patch(env.get("KERNELCACHE_PATCH") or "")
+    except ValueError:
+        out = ()
+    if (env.get("KERNELCACHE_PATCH_TVM_FFI") or "").strip().lower() in _TRUE and "tvm_ffi" not in out:
+        out = ("tvm_ffi", *out)
+    return out
 
 
 def default_lock_dir() -> Path:

@@ -91,7 +91,7 @@ def cmd_remote_verify(args) -> int:
 def _local_blobs(s) -> dict[str, Path]:
     """sha256 -> a binary of the local cache with exactly those bytes (re-hashed, not trusted)."""
     from ..storage.local import LocalStore
-    from ..storage.remote.client import file_digest
+    from ..storage.remote.refs import file_digest
 
     out: dict[str, Path] = {}
     for e in LocalStore(s).entries():

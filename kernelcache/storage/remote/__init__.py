@@ -24,7 +24,7 @@ __all__ = ["open_remote", "RemoteCache", "RemoteRef", "RemoteEntry", "Lease", "L
            "RemoteUnavailable", "RemoteMissing", "RemoteCorrupt", "RemoteRefused", "RemoteReadOnly",
            "RemoteDownWarning", "reset_down_state"]
 
-_LAZY = {"RemoteCache": "client", "RemoteRef": "client", "RemoteEntry": "client", "RemoteDownWarning": "client",
+_LAZY = {"RemoteCache": "client", "RemoteRef": "refs", "RemoteEntry": "refs", "RemoteDownWarning": "client",
          "reset_down_state": "client", "Lease": "lease", "LeaseInfo": "lease"}
 
 
@@ -63,11 +63,11 @@ def open_remote(settings: "Settings", environ: Mapping[str, str] | None = None,
     else:
         import os
 
-        from .objstore import ObjectBackend, _endpoint
+        from .objstore import ObjectBackend, endpoint_of
 
         env = os.environ if environ is None else environ
         backend = ObjectBackend(u, r.timeout, env)
-        identity = f"{u.redacted}@{_endpoint(u.scheme, env) or 'default'}"
+        identity = f"{u.redacted}@{endpoint_of(u.scheme, env) or 'default'}"
     signer = verifier = None
     if r.writable and r.signing_key is not None:
         from .signing import load_signer

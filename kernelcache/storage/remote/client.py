@@ -15,12 +15,10 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
-import re
 import socket
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -29,15 +27,13 @@ from ... import process_state
 from . import lease as lease_mod
 from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
+from .refs import (ENTRY_RE, FILE_RE, FORMAT, MAX_ENVELOPE, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids,
+                   entry_key, file_digest)
 from .signing import Signer, Verifier, canonical
 
-FORMAT = 1
-MAX_ENVELOPE = 64 << 20
-NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
-SKEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
-ENTRY_RE = re.compile(r"^[0-9a-f]{32}$")
-SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
+__all__ = ["RemoteCache", "RemoteDownWarning", "RemoteEntry", "RemoteRef", "blob_key", "entry_key", "file_digest",
+           "check_ids", "reset_down_state", "SHA_RE"]
+
 OPS = ("list", "get", "put", "head", "delete")
 
 _state_lock = threading.Lock()
@@ -67,61 +63,6 @@ def _release_held() -> None:
         warnings.simplefilter("ignore")
         for held in list(_held):
             held.release()
-
-
-@dataclass(frozen=True)
-class RemoteRef:
-    """One listed entry (no request made for its envelope yet)."""
-
-    name: str
-    skey: str
-    entry_id: str
-    key: str
-    size: int
-    last_modified: datetime
-
-    @property
-    def created(self) -> datetime:
-        return self.last_modified
-
-
-@dataclass(frozen=True)
-class RemoteEntry:
-    """A fetched, checked envelope. ``files``: file name -> (sha256, size)."""
-
-    ref: RemoteRef
-    manifest: dict
-    files: dict[str, tuple[str, int]]
-    signed_by: str | None  # verified key id; None when unsigned or no verify keys configured
-    created: str
-    host: str
-    envelope: dict = field(repr=False, default_factory=dict)
-
-
-def check_ids(name: str, skey: str, entry_id: str | None = None) -> None:
-    if not NAME_RE.match(name or ""):
-        raise ValueError(f"bad kernel name for the remote: {name!r}")
-    if not SKEY_RE.match(skey or ""):
-        raise ValueError(f"bad source key for the remote (lowercase hex): {skey!r}")
-    if entry_id is not None and not ENTRY_RE.match(entry_id or ""):
-        raise ValueError(f"bad entry id for the remote (32 lowercase hex): {entry_id!r}")
-
-
-def entry_key(name: str, skey: str, entry_id: str) -> str:
-    return f"entries/{name}/{skey}/{entry_id}.json"
-
-
-def blob_key(sha256: str) -> str:
-    return f"blobs/{sha256}"
-
-
-def file_digest(path: Path) -> tuple[str, int]:
-    h, n = hashlib.sha256(), 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            n += len(chunk)
-    return h.hexdigest(), n
 
 
 class _Guarded:

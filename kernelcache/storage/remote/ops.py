@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from ...errors import KernelCacheError
 from .backend import RemoteCorrupt, RemoteError, RemoteMissing, RemoteRefused, RemoteUnavailable
-from .client import SHA_RE, RemoteCache, blob_key
+from .client import RemoteCache
+from .refs import SHA_RE, blob_key
 from .filestore import FileBackend
 from .signing import keygen as _keygen
 
