@@ -148,7 +148,8 @@ class RemoteCache:
         with self._lock:
             return dict(self._counts)
 
-    def _need_writable(self, what: str) -> None:
+    def need_writable(self, what: str) -> None:
+        """RemoteReadOnly before any request unless this remote was opened ``readwrite``."""
         if not self.writable:
             raise RemoteReadOnly(f"{what}: fleet cache {self.url} is read-only here (KERNELCACHE_REMOTE_MODE=read)")
 
@@ -262,7 +263,7 @@ class RemoteCache:
         gone or damaged: that broken envelope was swapped for ours). An intact entry is never
         overwritten.
         """
-        self._need_writable("publish")
+        self.need_writable("publish")
         check_ids(name, skey, entry_id)
         if not files:
             raise ValueError("publish: an entry needs at least one file")
@@ -339,7 +340,7 @@ class RemoteCache:
     # -- single flight -----------------------------------------------------------------------
     def acquire_lease(self, name: str, skey: str, ttl: float | None = None) -> Lease | LeaseInfo:
         """Take the compile lease (a Lease; release it) or get its live holder (a LeaseInfo)."""
-        self._need_writable("acquire_lease")
+        self.need_writable("acquire_lease")
         check_ids(name, skey)
         got = lease_mod.acquire(self.store, name, skey, self.lease_ttl if ttl is None else ttl)
         if isinstance(got, Lease):

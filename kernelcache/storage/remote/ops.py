@@ -111,7 +111,7 @@ def remote_trim(rc: RemoteCache, max_age_s: float, dry_run: bool = False,
         raise KernelCacheError(f"{rc.url}: object stores trim themselves; configure a lifecycle rule "
                                "(docs/fleet_cache.md, 'Trimming') instead of `kernelcache remote trim`")
     if not dry_run:
-        rc._need_writable("trim")
+        rc.need_writable("trim")
     now = time.time()
     plan: list[tuple[str, Callable[[], None]]] = []
     keep = []
@@ -161,7 +161,7 @@ def remote_fix(rc: RemoteCache, rows: list[dict], ours: dict[str, Path]) -> list
     whose bad blob nobody here holds is deleted (readers stop trying it, and the next build or
     push publishes the entry afresh); a damaged unreferenced blob is deleted. Refused envelopes
     (signatures) are left alone. One row per action: key, action, detail."""
-    rc._need_writable("verify --fix")
+    rc.need_writable("verify --fix")
     out: list[dict] = []
     for row in rows:
         if row.get("ok"):
