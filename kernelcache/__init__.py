@@ -51,14 +51,14 @@ _LAZY = {
     "warm": ("loader", "warm"),
     "explain": ("diagnose", "explain"),
     "stats": ("events", "stats"),
-    "reset_process_state": ("admit", "reset_process_state"),
+    "reset_process_state": ("process_state", "reset_process_state"),
     "WarmResult": ("loader", "WarmResult"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from .events import stats
     from .diagnose import explain
-    from .admit import reset_process_state
+    from .process_state import reset_process_state
     from .loader import WarmResult, load, load_with_result, warm
 
 

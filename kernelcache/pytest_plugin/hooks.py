@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from . import gating, names, options
-from .activation import asked_for, given_kc_flags
+from . import gating, impact, names, options
+from .activation import NotEnabledHints, asked_for, given_kc_flags
 from .options import PLUGIN_NAME
 from .session import STATE, SessionPlugin, SessionState
 from .settings_bridge import arch_source, build_settings, export_env, from_wire, restore_env
@@ -29,12 +29,14 @@ MARKERS = (
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+    impact.add_ini(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """``--kc-run NAME...`` / ``--kc-failed-from REPORT``: turn names or a previous report's
     failures into test arguments before collection (controller and workers alike)."""
+    options.check_path_forms(early_config)
     ns = early_config.known_args_namespace
     failed_from = getattr(ns, "kc_failed_from", None)
     if failed_from:
@@ -70,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if given:
             raise pytest.UsageError(f"{', '.join(given)}: the kernelcache plugin is not enabled; "
                                     "add -p kernelcache")
+        config.pluginmanager.register(NotEnabledHints(config), "kernelcache-not-enabled")
         return
     state = _worker_state(config) if hasattr(config, "workerinput") else _controller_state(config)
     if state.settings.patch:
@@ -78,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state.saved_env = export_env(state.settings)
     config.stash[STATE] = state
     config.pluginmanager.register(SessionPlugin(state), "kernelcache-session")
+    impact.configure(config, state)
     if config.pluginmanager.hasplugin("xdist") and not state.is_worker:
         from .xdist import XdistHooks
 
