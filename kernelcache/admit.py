@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import events, validate
+from . import process_state, validate
 from .spec import KernelSpec
 from .storage.entry import Entry
 from .storage.local import LocalStore
@@ -36,8 +36,8 @@ def name_lock(name: str) -> threading.Lock:
         return _state.name_locks.setdefault(name, threading.Lock())
 
 
-def reset_process_state() -> None:
-    """Forget loaded modules, verified checksums and counters (tests; a long-lived REPL).
+def _forget_admitted() -> None:
+    """Forget loaded modules and verified checksums (the next load re-validates from disk).
 
     What dlopen has mapped is remembered: the dynamic loader itself never forgets a path, so
     a later load of a replaced file at that path must still go through a private copy.
@@ -45,7 +45,14 @@ def reset_process_state() -> None:
     with _state.lock:
         _state.modules.clear()
         _state.verified_sha.clear()
-    events.reset_stats()
+
+
+process_state.register("admit.admitted", _forget_admitted)
+
+
+def reset_process_state() -> None:
+    """Forget every process-wide memo (``process_state.reset_all``; kept for ``loader``'s re-export)."""
+    process_state.reset_all()
 
 
 def dlopen_path(so_path: Path, store: LocalStore) -> Path:

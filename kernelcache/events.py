@@ -18,7 +18,9 @@ import time
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from . import process_state
 
 _lock = threading.Lock()
 _counters: Counter = Counter()
@@ -36,6 +38,23 @@ _KERNEL_COUNTERS = {
     "remote_error": "remote_errors", "lock_wait_start": "lock_waits",
 }
 _target: ContextVar[str | None] = ContextVar("kernelcache_log_target", default=None)
+_listeners: list[Callable[[str, dict], None]] = []  # in-process observers (the plugin's impact recorder)
+
+
+def add_listener(fn: Callable[[str, dict], None]) -> None:
+    """Call ``fn(event, fields)`` for every event of this process (until removed).
+
+    Why: the pytest plugin records which kernels each test loaded (test impact selection);
+    a listener that raises is ignored, so an observer can never break a load."""
+    with _lock:
+        if fn not in _listeners:
+            _listeners.append(fn)
+
+
+def remove_listener(fn: Callable[[str, dict], None]) -> None:
+    with _lock:
+        if fn in _listeners:
+            _listeners.remove(fn)
 
 
 @contextmanager
@@ -69,6 +88,12 @@ def emit(event: str, **fields: Any) -> None:
                 _per_kernel_reasons[name][f"{counter}:{fields.get('reason_code', 'unknown')}"] += 1
             if event == "build_done":
                 _per_kernel[name]["build_ms"] += int(1000 * float(fields.get("seconds", 0.0)))
+        listeners = tuple(_listeners)
+    for fn in listeners:
+        try:
+            fn(event, fields)
+        except Exception:  # noqa: BLE001 - an observer never breaks a load
+            pass
     target = _target.get()
     if target == "0":
         return
@@ -149,3 +174,6 @@ def reset_stats() -> None:
         _per_kernel_reasons.clear()
         for k in _floats:
             _floats[k] = 0.0
+
+
+process_state.register("events.counters", reset_stats)

@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from . import toolchain
+from . import native, toolchain
 from .plan import ROOT, BuildPlan
 from .settings import Settings
 from .spec import KernelSpec
@@ -118,6 +118,7 @@ def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, setti
         "flags": flags,
         "arch": list(archs) if spec.is_cuda else [], "tvm_ffi_abi": tvm_abi(tvm_version),
         "functions": dict(spec.functions), "buster": settings.cache_buster,
+        **({"native_cpu": sorted(native.cpu_features())} if _has_native(spec) else {}),
     }
     data.update(_kind_inputs(spec))
     if spec.kind != "tvm_ffi":
@@ -140,6 +141,12 @@ def _kind_inputs(spec: KernelSpec) -> dict:
     if spec.abi:
         out["extra_abi"] = dict(spec.abi)
     return out
+
+
+def _has_native(spec: KernelSpec) -> bool:
+    """``-march=native`` and friends: the same string builds different code on another CPU, so
+    the tool-free source key names this CPU (its feature flags) for such a spec."""
+    return bool(native.native_flags(spec.cflags, spec.cuda_cflags))
 
 
 # -- level 1 -----------------------------------------------------------------------------------
@@ -178,6 +185,9 @@ def level1(plan: BuildPlan, settings: Settings) -> Level1:
         "functions": dict(plan.spec.functions),
         **_kind_inputs(plan.spec),
     }
+    nat = native.key_inputs(plan.cxx, (plan.spec.cflags, plan.spec.cuda_cflags), settings.memo_dir)
+    if nat is not None:  # what -march=native expands to here, and the CPU features it needs
+        inputs["native"] = nat
     return Level1(key=canonical_hash(inputs), inputs=inputs, source_hashes=sources)
 
 
@@ -226,6 +236,9 @@ def diff_inputs(old: dict, new: dict) -> list[str]:
             out.append(f"environment changed: {a} -> {b}")
         elif k == "functions":
             out.append("expected function schemas changed")
+        elif k == "native":
+            out.append(f"-march=native expands differently on this CPU: {(a or {}).get('expanded', [])[:3]}... "
+                       f"-> {(b or {}).get('expanded', [])[:3]}...")
         elif k == "extra_abi":
             out.append(f"ABI changed: {a} -> {b}")
         else:

@@ -131,9 +131,11 @@ def _local(ctx: _Ctx, plan: BuildPlan, l1: key.Level1) -> _LocalLook:
     for entry in ctx.store.candidates(ctx.spec.name, l1.key):
         m = entry.manifest
         check = key.check_deps(m.deps, m.absent, anchors, entry.stat_cache())
-        if not check.ok:
-            dep_reason = dep_reason or check.reason
-            ctx.refused.append(f"{entry.path}: {check.reason}")
+        cpu = validate.cpu_refusal(m)  # a shared cache dir: built on another CPU (kept, not quarantined)
+        if not check.ok or cpu is not None:
+            why = check.reason if not check.ok else str(cpu)
+            dep_reason = dep_reason or why
+            ctx.refused.append(f"{entry.path}: {why}")
             continue
         if check.refreshed:
             entry.save_stat_cache(check.refreshed)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import gpu, key
+from . import gpu, key, native
 from .errors import ToolchainError
 from .manifest import FORMAT, Manifest
 from .plan import IDENTITY_SYMBOL, ROOT
@@ -38,7 +38,7 @@ Mismatches = dict[str, tuple[str | None, str | None]]
 class Rejection:
     """Why an entry may not be used: a short code (counted, reported) and a precise detail."""
 
-    code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps
+    code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps | cpu
     detail: str
     mismatches: Mismatches | None = None
 
@@ -162,6 +162,21 @@ def after_dlopen(spec: KernelSpec, manifest: Manifest | None, module: Any, so_pa
     return None, found
 
 
+def cpu_refusal(m: Manifest) -> Rejection | None:
+    """An entry built with ``-march=native`` (or ``-mcpu``/``-mtune=native``) on a CPU with
+    features this CPU lacks: refused (running it would crash with an illegal instruction).
+
+    Not a defect of the entry (another host of a shared cache or the fleet can run it), so a
+    caller skips it without quarantining it."""
+    nat = (m.inputs or {}).get("native")
+    missing = native.missing_features(nat)
+    if not missing:
+        return None
+    return Rejection("cpu", f"built with {' '.join(nat.get('flags') or ['-march=native'])} for a CPU with "
+                            f"{', '.join(missing)}, which this CPU lacks (it would crash with an illegal "
+                            "instruction)")
+
+
 # -- entries built elsewhere (prebuilt roots, the fleet cache) ------------------------------------
 @dataclass(frozen=True)
 class Installation:
@@ -186,6 +201,9 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
         return Rejection("installation", f"built for kernel {m.name!r}")
     if m.source_hashes != key.source_hashes(spec):
         return Rejection("installation", "built from different sources than this installation")
+    cpu = cpu_refusal(m)
+    if cpu is not None:
+        return cpu
     if m.kind != spec.kind:
         return Rejection("installation", f"a {m.kind} binary, expected {spec.kind}")
     if dict(m.inputs.get("extra_abi") or {}) != dict(spec.abi):

@@ -197,6 +197,12 @@ def write_terminal(tr: Any, st: "SessionState") -> None:
         for r, c in zip(rows, cells):
             tr.write_line(fmt(c), **({"red": True} if r["status"] == "failed" else {}))
         tr.write_line(totals_line(st, rows, total))
+    for r in rows:
+        reason = (r.get("reason") or "").strip()
+        if r["status"] == "failed" and "\n" in reason:  # the one full copy; tests reference it
+            tr.write_sep("-", f"kernelcache: kernel {r['name']!r} failed")
+            for line in reason.splitlines():
+                tr.write_line(line)
     for f in st.policy_failures:
         tr.write_line(f"kernelcache: FAILED: {f}", red=True)
     if st.opt("report_json"):
@@ -273,6 +279,8 @@ def write_json(st: "SessionState", session: pytest.Session, exitstatus: int) -> 
         "summary": dict(sorted(counts.items())),
         "tests": list(st.tests.values()),
     }
+    if st.impact is not None:
+        data["impact"] = st.impact
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")

@@ -1,0 +1,178 @@
+"""The impact map: per test, the kernels it used; per kernel, its recorded inputs; per test
+file, the repository files its tests read. Versioned JSON, written atomically.
+
+Why a file of its own (and not only the JSON report): CI keeps it as an artifact of the main
+branch's last run and restores it in pull requests; a run that selected only some tests merges
+its records into the map it read, so one partial run does not make every other test "unknown".
+All paths are relative to the git repository root and ``/``-separated, so a map recorded in
+one checkout serves another (a CPU runner's map serves the GPU runners).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+KIND = "kernelcache-impact-map"
+
+
+@dataclass
+class KernelRecord:
+    """What one kernel was built from, as far as the repository is concerned.
+
+    ``root``: the spec's root relative to the repository ("" = the repository root itself);
+    None when it lies outside the repository (then no repository file is an input). ``inputs``:
+    sources and every header the compiler read under the root (from the manifest's ``deps``);
+    ``absent``: include probes under the root that must stay absent (a new file there shadows a
+    header); ``modules``: Python files that define the spec and load it. ``complete`` is False
+    when no manifest was available: then every file under ``root`` counts as an input.
+    """
+
+    name: str
+    root: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    absent: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
+    complete: bool = False
+    entry_id: str = ""
+
+
+@dataclass
+class TestRecord:
+    __test__ = False  # not a pytest test class
+    nodeid: str
+    file: str  # repository-relative test file
+    kernels: list[str] = field(default_factory=list)  # markers + loaded while it ran
+    outcome: str | None = None
+    duration: float = 0.0
+    early_skip: bool = False  # skipped before it could load anything (mapped by markers/imports)
+
+
+@dataclass
+class FileRecord:
+    """What the tests of one file did beyond their imports (shared by the file's tests: a
+    Python-level memo hides a second load, a subprocess hides a read)."""
+
+    reads: list[str] = field(default_factory=list)  # repository files opened while they ran
+    dirs: list[str] = field(default_factory=list)  # repository directories listed
+    loaded: list[str] = field(default_factory=list)  # kernels loaded while they ran
+
+
+@dataclass
+class ImpactMap:
+    commit: str = ""  # HEAD when recorded
+    dirty: list[str] = field(default_factory=list)  # uncommitted paths when recorded
+    rootdir: str = ""  # pytest's rootdir relative to the repository
+    created: str = ""
+    tests: dict[str, TestRecord] = field(default_factory=dict)
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    kernels: dict[str, KernelRecord] = field(default_factory=dict)
+    format: int = FORMAT
+
+    # -- (de)serialisation -----------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"kind": KIND, "format": self.format, "commit": self.commit, "dirty": sorted(self.dirty),
+                "rootdir": self.rootdir, "created": self.created,
+                "kernels": {n: asdict(k) for n, k in sorted(self.kernels.items())},
+                "files": {f: asdict(r) for f, r in sorted(self.files.items())},
+                "tests": {n: asdict(t) for n, t in sorted(self.tests.items())}}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "ImpactMap":
+        """Parse; raises ValueError naming what is wrong (never a half-read map)."""
+        if not isinstance(data, dict) or data.get("kind") != KIND:
+            raise ValueError("not a kernelcache impact map")
+        fmt = data.get("format")
+        if fmt != FORMAT:
+            raise ValueError(f"impact map format {fmt!r}, this kernelcache reads format {FORMAT} (an old map)")
+        try:
+            m = cls(commit=str(data.get("commit") or ""), dirty=[str(p) for p in data.get("dirty") or []],
+                    rootdir=str(data.get("rootdir") or ""), created=str(data.get("created") or ""))
+            m.kernels = {str(n): KernelRecord(**_fields(KernelRecord, v)) for n, v in _dict(data, "kernels").items()}
+            m.files = {str(f): FileRecord(**_fields(FileRecord, v)) for f, v in _dict(data, "files").items()}
+            m.tests = {str(n): TestRecord(**_fields(TestRecord, v)) for n, v in _dict(data, "tests").items()}
+        except (TypeError, AttributeError) as e:
+            raise ValueError(f"malformed impact map: {e}") from None
+        for t in m.tests.values():
+            if not isinstance(t.file, str) or not isinstance(t.kernels, list):
+                raise ValueError(f"malformed impact map: test {t.nodeid!r}")
+        return m
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=0, sort_keys=False)
+
+    # -- merging -----------------------------------------------------------------------------------
+    def merged_into(self, older: "ImpactMap | None", existing: set[str] | None = None) -> "ImpactMap":
+        """This session's records over an older map's: tests that ran now replace theirs, file
+        records are united (a file whose tests ran only in part keeps what the others read); the
+        rest is kept unless its file no longer exists (``existing``: repository-relative files
+        that exist now, None = keep all)."""
+        if older is None:
+            return self
+        out = ImpactMap(commit=self.commit, dirty=self.dirty, rootdir=self.rootdir, created=self.created)
+
+        def keep(path: str) -> bool:
+            return existing is None or path in existing
+
+        out.tests = {n: t for n, t in older.tests.items() if keep(t.file)}
+        out.tests.update(self.tests)
+        out.files = {f: r for f, r in older.files.items() if keep(f)}
+        for f, r in self.files.items():  # a file whose tests ran only in part keeps the others' records
+            old = out.files.get(f)
+            out.files[f] = r if old is None else FileRecord(sorted(set(old.reads) | set(r.reads)),
+                                                            sorted(set(old.dirs) | set(r.dirs)),
+                                                            sorted(set(old.loaded) | set(r.loaded)))
+        out.kernels = dict(older.kernels)
+        for n, k in self.kernels.items():
+            if k.complete or n not in out.kernels or not out.kernels[n].complete:
+                out.kernels[n] = k
+        return out
+
+
+def _dict(data: dict, key: str) -> dict:
+    v = data.get(key, {})
+    if not isinstance(v, dict):
+        raise ValueError(f"malformed impact map: {key!r} is not an object")
+    return v
+
+
+def _fields(cls: type, v: Any) -> dict:
+    if not isinstance(v, dict):
+        raise TypeError(f"expected an object, got {type(v).__name__}")
+    known = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    return {k: val for k, val in v.items() if k in known}
+
+
+def load(path: Path | str) -> tuple[ImpactMap | None, str]:
+    """(map, "") or (None, why it cannot be used): missing, unreadable, corrupt, old format."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        return None, f"no impact map at {p}"
+    except OSError as e:
+        return None, f"impact map {p} unreadable: {e}"
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        return None, f"impact map {p} is corrupt (not JSON: {e})"
+    try:
+        return ImpactMap.from_dict(data), ""
+    except ValueError as e:
+        return None, f"impact map {p}: {e}"
+
+
+def save(path: Path | str, m: ImpactMap) -> None:
+    """Write atomically (temp file + rename): a reader never sees half a map."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if not m.created:
+        m.created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.{uuid.uuid4().hex[:6]}.tmp")
+    tmp.write_text(m.dumps())
+    os.replace(tmp, p)

@@ -1,0 +1,192 @@
+"""Recording what a test touched: kernels it loaded (loader events), repository files it opened
+or listed (Python audit hooks), and each kernel's inputs (its manifest's recorded deps).
+
+Why audit hooks: a test may depend on files it never imports — a layering test parses every
+module, a kernel test reads a JSON fixture — and only the ``open``/``os.scandir`` audit events
+see every such read in-process. The hook is installed once per process (hooks cannot be
+removed) and does nothing unless a recording is active; paths are filtered to repository files
+when the map is written. Reads by subprocesses are not seen; that is why the records of one
+test file are shared by all its tests.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import events, process_state
+from ..layout import AREAS, Layout
+from ..manifest import Manifest
+from ..manifest import read as read_manifest
+from ..plan import ROOT
+from .impact_map import KernelRecord
+
+LOAD_EVENTS = ("hit", "prebuilt_hit", "remote_hit", "build_done", "miss", "build_failed")
+
+
+class Recording:
+    """What happened while one test ran (raw paths; filtered later)."""
+
+    __slots__ = ("opened", "listed", "loaded")
+
+    def __init__(self) -> None:
+        self.opened: set[str] = set()
+        self.listed: set[str] = set()
+        self.loaded: dict[str, str] = {}  # kernel name -> entry id ("" when unknown)
+
+
+_active: Recording | None = None
+_installed = False
+_lock = threading.Lock()
+
+
+def _abs(p: Any) -> str | None:
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    elif isinstance(p, os.PathLike):
+        p = os.fspath(p)
+    if not isinstance(p, str):
+        return None  # a file descriptor
+    try:
+        return p if os.path.isabs(p) else os.path.join(os.getcwd(), p)
+    except OSError:
+        return None
+
+
+def _audit(event: str, args: tuple) -> None:
+    r = _active
+    if r is None:
+        return
+    if event == "open":
+        p = _abs(args[0])
+        if p is not None:
+            r.opened.add(p)
+    elif event in ("os.listdir", "os.scandir"):
+        p = _abs(args[0] if args and args[0] is not None else ".")
+        if p is not None:
+            r.listed.add(p)
+
+
+def _on_event(event: str, fields: dict) -> None:
+    r = _active
+    if r is not None and event in LOAD_EVENTS and fields.get("name"):
+        r.loaded[str(fields["name"])] = str(fields.get("entry") or r.loaded.get(str(fields["name"]), ""))
+
+
+def start() -> Recording:
+    """Begin recording (one test at a time per process)."""
+    global _active, _installed
+    with _lock:
+        if not _installed:
+            sys.addaudithook(_audit)
+            _installed = True
+    events.add_listener(_on_event)
+    _active = Recording()
+    return _active
+
+
+def stop() -> Recording | None:
+    global _active
+    r, _active = _active, None
+    return r
+
+
+def _reset() -> None:
+    stop()
+    events.remove_listener(_on_event)
+
+
+process_state.register("impact.record._active", _reset)
+
+
+# -- paths ------------------------------------------------------------------------------------------
+class RepoPaths:
+    """Absolute paths -> repository-relative ones, for files the repository holds."""
+
+    def __init__(self, root: Path, files: Iterable[str]):
+        self.root = os.path.realpath(root)
+        self.plain = os.path.normpath(os.path.abspath(root))
+        self.files = set(files)
+        self.dirs = {posixpath_dirname(f) for f in self.files}
+
+    def rel(self, p: str) -> str | None:
+        p = os.path.normpath(p)
+        for base in (self.plain, self.root):
+            if p == base:
+                return ""
+            if p.startswith(base + os.sep):
+                return p[len(base) + 1:].replace(os.sep, "/")
+        real = os.path.realpath(p)
+        if real != p and real.startswith(self.root + os.sep):
+            return real[len(self.root) + 1:].replace(os.sep, "/")
+        return None
+
+    def files_of(self, paths: Iterable[str]) -> set[str]:
+        out = set()
+        for p in paths:
+            r = self.rel(p)
+            if r is not None and r in self.files:
+                out.add(r)
+        return out
+
+    def dirs_of(self, paths: Iterable[str]) -> set[str]:
+        out = set()
+        for p in paths:
+            r = self.rel(p)
+            if r is not None and r in self.dirs:
+                out.add(r)
+        return out
+
+
+def posixpath_dirname(p: str) -> str:
+    return p.rpartition("/")[0]
+
+
+# -- kernels ----------------------------------------------------------------------------------------
+def find_manifest(name: str, entry_id: str, cache_dir: Path, prebuilt: Iterable[Path] = ()) -> Manifest | None:
+    """The manifest of entry ``entry_id`` of kernel ``name`` (cache areas, then artifact roots)."""
+    if not entry_id:
+        return None
+    layouts = [Layout(cache_dir)] + [Layout(p) for p in prebuilt]
+    for lay in layouts:
+        for area in AREAS:
+            try:
+                kdir = lay.kernel_dir(name, area)
+                for key_dir in kdir.iterdir() if kdir.is_dir() else ():
+                    cand = key_dir / entry_id
+                    if cand.is_dir():
+                        m = read_manifest(cand)
+                        if m is not None:
+                            return m
+            except OSError:
+                continue
+    return None
+
+
+def kernel_record(name: str, repo: RepoPaths, root: Path | None, sources: Iterable[str],
+                  manifest: Manifest | None, modules: Iterable[str]) -> KernelRecord:
+    """A kernel's repository inputs: ``${ROOT}``-anchored sources, deps and absent probes of its
+    manifest (or, without one, its sources and every file under its root)."""
+    root_rel = repo.rel(str(root)) if root is not None else None
+    rec = KernelRecord(name=name, root=root_rel, modules=sorted(set(modules)))
+    if root_rel is None:
+        rec.complete = manifest is not None
+        return rec
+    prefix = f"{root_rel}/" if root_rel else ""
+
+    def anchored(p: str) -> str | None:
+        if p == ROOT or not p.startswith(ROOT + "/"):
+            return None
+        return prefix + p[len(ROOT) + 1:]
+
+    inputs = [prefix + s.replace(os.sep, "/") for s in sources]
+    if manifest is not None:
+        inputs += [prefix + s for s in manifest.source_hashes]
+        inputs += [a for a in (anchored(str(d.get("path", ""))) for d in manifest.deps) if a]
+        rec.absent = sorted({a for a in (anchored(str(p)) for p in manifest.absent) if a})
+        rec.complete = True
+        rec.entry_id = manifest.entry_id
+    rec.inputs = sorted(set(inputs))
+    return rec

@@ -1,0 +1,232 @@
+"""The selection rules: which tests a change can affect, each kept test with its reason.
+
+Safe by default: whatever the rules cannot reason about runs. In order —
+1. changes unknown (no git, REF missing in a shallow clone): everything;
+2. a conftest, build metadata, CI config, the plugin (and what it imports): everything;
+3. no usable map (missing, corrupt, old format, recorded at a commit this clone lacks): everything;
+4. a changed file no rule can classify: everything;
+then per test: its test file changed; the map never saw it; its Python import closure holds a
+changed module; it used a kernel whose recorded inputs changed; its file's tests read or
+listed a changed file. Otherwise it is deselected.
+"""
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .changes import ADDED, DELETED, Change, ChangeSet
+from .graph import Closure, ImportGraph, conftests_for
+from .impact_map import ImpactMap, KernelRecord
+
+# A pattern without "/" matches a file name anywhere; with "/" the repository path ("*" spans "/").
+EVERYTHING = ("conftest.py", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini",
+              "MANIFEST.in", "requirements*.txt", ".ci/*", "ci/*", ".github/*")
+INERT = ("*.md", "*.rst", "docs/*", "LICENSE*", "NOTICE*", "AUTHORS*", ".gitignore", "*.png", "*.svg",
+         "*.jpg", "*.pyc", "benchmarks/*")
+TEST_FILES = ("test_*.py", "*_test.py")
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the kernelcache package (plugin + this package)
+
+
+def matches(path: str, patterns: Iterable[str]) -> str | None:
+    """The first pattern ``path`` matches (see EVERYTHING for the syntax)."""
+    name = path.rpartition("/")[2]
+    for pat in patterns:
+        if fnmatch.fnmatchcase(path if "/" in pat else name, pat):
+            return pat
+    return None
+
+
+@dataclass
+class TestInfo:
+    """A collected test: node id, repository-relative file, kernels its markers name now."""
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    file: str
+    kernels: Sequence[str] = ()
+
+
+@dataclass
+class Selection:
+    everything: str | None = None  # why every test runs (None: per-test decisions)
+    selected: dict[str, str] = field(default_factory=dict)  # nodeid -> reason
+    deselected: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # "path (kind)" lines
+
+    def as_dict(self) -> dict:
+        return {"everything": self.everything, "selected": dict(self.selected), "deselected": list(self.deselected),
+                "n_selected": len(self.selected), "n_deselected": len(self.deselected), "changed": self.changed}
+
+
+@dataclass
+class Rules:
+    everything: Sequence[str] = EVERYTHING
+    inert: Sequence[str] = INERT
+    test_files: Sequence[str] = TEST_FILES
+    ignore: Sequence[str] = ()  # repository paths that are outputs of the run (map, report)
+
+
+def plugin_files(graph: ImportGraph, root: Path) -> dict[str, str]:
+    """The pytest plugin and this package, with everything they import (statically, outside
+    TYPE_CHECKING): a change there can change every test. Path -> import chain."""
+    try:
+        pkg = PACKAGE_DIR.relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return {}  # kernelcache is installed outside this repository
+    starts = graph.package_files(f"{pkg}/pytest_plugin") + graph.package_files(f"{pkg}/impact")
+    c = graph.closure(starts, dynamic=False)
+    return {p: c.chain(p) for p in c.files}
+
+
+class Selector:
+    """Applies the rules for one change set, one map and one import graph."""
+
+    def __init__(self, changes: ChangeSet, imap: ImpactMap | None, map_problem: str, graph: ImportGraph | None,
+                 rules: Rules | None = None):
+        self.cs = changes
+        self.map = imap
+        self.map_problem = map_problem
+        self.graph = graph
+        self.rules = rules or Rules()
+        self.changed: dict[str, Change] = {p: c for p, c in changes.changes.items()
+                                           if not matches(p, self.rules.ignore)}
+        self._closures: dict[tuple[str, ...], Closure] = {}
+        self.everything = self._global_reason()
+
+    # -- global ----------------------------------------------------------------------------------
+    def _global_reason(self) -> str | None:
+        if not self.cs.known:
+            return f"changed files unknown: {self.cs.error}"
+        for p, c in sorted(self.changed.items()):
+            pat = matches(p, self.rules.everything)
+            if pat:
+                what = "a conftest" if pat == "conftest.py" else "CI config" if "/" in pat else "build metadata"
+                return f"{c.describe()} changed: {what} can change every test"
+        if self.graph is not None:
+            plugin = plugin_files(self.graph, self.cs.root or Path("."))
+            for p, c in sorted(self.changed.items()):
+                if p in plugin:
+                    return f"{c.describe()} changed: the pytest plugin runs it in every test ({plugin[p]})"
+        if self.map is None:
+            return f"no usable impact map: {self.map_problem}"
+        for p, c in sorted(self.changed.items()):
+            if not self._classified(p, c):
+                return (f"cannot tell which tests {c.describe()} affects (not a test, Python module, recorded "
+                        "kernel input or test read, nor docs): running everything")
+        return None
+
+    def _classified(self, p: str, c: Change) -> bool:
+        m = self.map
+        assert m is not None
+        if p.endswith(".py") or matches(p, self.rules.test_files):
+            return True
+        if matches(p, self.rules.inert):
+            return True
+        for k in m.kernels.values():
+            if p in k.inputs or p in k.absent or (k.root is not None and _under(p, k.root)):
+                return True
+        for f in m.files.values():
+            if p in f.reads or (c.kind in (ADDED, DELETED) and posixpath.dirname(p) in f.dirs):
+                return True
+        return False
+
+    # -- per test --------------------------------------------------------------------------------
+    def select(self, tests: Iterable[TestInfo]) -> Selection:
+        sel = Selection(self.everything, changed=[c.describe() for _, c in sorted(self.changed.items())])
+        for t in tests:
+            reason = self.everything or self.reason(t)
+            if reason:
+                sel.selected[t.nodeid] = reason
+            else:
+                sel.deselected.append(t.nodeid)
+        return sel
+
+    def reason(self, t: TestInfo) -> str | None:
+        """Why ``t`` must run, or None when no change can affect it."""
+        assert self.map is not None
+        c = self.changed.get(t.file)
+        if c is not None:
+            return f"its test file {c.describe()} changed"
+        rec = self.map.tests.get(t.nodeid)
+        if rec is None:
+            return "not in the impact map (a new test, or one never recorded)"
+        why = self._imports(t.file)
+        if why:
+            return why
+        frec = self.map.files.get(rec.file)
+        kernels = list(dict.fromkeys([*t.kernels, *rec.kernels, *(frec.loaded if frec else ()),
+                                      *self._kernels_imported(t.file)]))
+        for k in kernels:
+            why = self._kernel(k)
+            if why:
+                return why
+        if frec is not None:
+            for p in frec.reads:
+                if p in self.changed:
+                    return f"its file's tests read {self.changed[p].describe()}"
+            for p, c in self.changed.items():
+                if c.kind in (ADDED, DELETED) and posixpath.dirname(p) in frec.dirs:
+                    return f"its file's tests list {posixpath.dirname(p) or '.'}/, where {c.describe()}"
+        return None
+
+    def _closure(self, starts: tuple[str, ...]) -> Closure:
+        got = self._closures.get(starts)
+        if got is None:
+            assert self.graph is not None
+            got = self._closures[starts] = self.graph.closure(starts)
+        return got
+
+    def _imports(self, test_file: str) -> str | None:
+        if self.graph is None:
+            return None
+        starts = (test_file, *conftests_for(test_file, self.graph.nodes))
+        clo = self._closure(starts)
+        for p, c in sorted(self.changed.items()):
+            if p in clo.files and p != test_file:
+                return f"imports {c.describe()} ({clo.chain(p)})"
+            if c.kind == DELETED and self.graph.module_names(p) & clo.names:
+                return f"imports {', '.join(sorted(self.graph.module_names(p)))}, whose file {c.describe()}"
+        return None
+
+    def _kernels_imported(self, test_file: str) -> list[str]:
+        """Kernels whose spec module the test file imports itself (mapped through imports, e.g.
+        a GPU test skipped on a CPU runner before it loaded anything)."""
+        assert self.map is not None
+        node = self.graph.nodes.get(test_file) if self.graph is not None else None
+        if node is None:
+            return []
+        direct = node.static | node.dynamic
+        return [n for n, k in self.map.kernels.items() if set(k.modules) & direct]
+
+    def _kernel(self, name: str) -> str | None:
+        assert self.map is not None
+        k: KernelRecord | None = self.map.kernels.get(name)
+        if k is None:
+            return f"uses {name}, which the impact map does not describe"
+        if k.root is None and not k.complete:
+            return f"uses {name}, whose inputs were not recorded (no manifest or source root found)"
+        for p in k.inputs:
+            if p in self.changed:
+                return f"uses {name}, whose input {self.changed[p].describe()} changed"
+        for p in k.absent:
+            if p in self.changed and self.changed[p].kind == ADDED:
+                return f"uses {name}: {self.changed[p].describe()} appeared where its compiler looked for a header"
+        if k.root is not None:
+            for p, c in sorted(self.changed.items()):
+                if _under(p, k.root) and (not k.complete or c.kind in (ADDED, DELETED)):
+                    what = "no manifest was recorded, so every file under its root counts" if not k.complete \
+                        else "a file appeared or disappeared under its source root"
+                    return f"uses {name}: {c.describe()} ({what})"
+        if k.modules and self.graph is not None:
+            clo = self._closure(tuple(k.modules))
+            for p, c in sorted(self.changed.items()):
+                if p in clo.files:
+                    return f"uses {name}, whose Python side changed: {c.describe()} ({clo.chain(p)})"
+        return None
+
+
+def _under(path: str, root: str) -> bool:
+    return root == "" or path.startswith(root.rstrip("/") + "/")

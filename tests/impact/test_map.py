@@ -1,0 +1,67 @@
+"""The impact map file: round trip, and every way it can be unusable (with the reason)."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from kernelcache.impact.api import load_checked
+from kernelcache.impact.impact_map import FORMAT, FileRecord, ImpactMap, KernelRecord, TestRecord, load, save
+
+
+def sample() -> ImpactMap:
+    m = ImpactMap(commit="a" * 40, rootdir="")
+    m.kernels["k"] = KernelRecord("k", "csrc", ["csrc/k.cc"], [], ["kspecs.py"], True, "e1")
+    m.tests["tests/test_x.py::t"] = TestRecord("tests/test_x.py::t", "tests/test_x.py", ["k"], "passed", 0.5)
+    m.tests["tests/test_y.py::t"] = TestRecord("tests/test_y.py::t", "tests/test_y.py", [], "skipped", 0.0, True)
+    m.files["tests/test_x.py"] = FileRecord(["data/d.json"], ["data"], ["k"])
+    return m
+
+
+def test_round_trip(tmp_path):
+    p = tmp_path / "m.json"
+    save(p, sample())
+    m, why = load(p)
+    assert why == "" and m.to_dict() == {**sample().to_dict(), "created": m.created}
+    assert m.tests["tests/test_y.py::t"].early_skip and m.kernels["k"].inputs == ["csrc/k.cc"]
+
+
+@pytest.mark.parametrize("content,why", [
+    (None, "no impact map at"),
+    ("{not json", "is corrupt"),
+    ("[]", "not a kernelcache impact map"),
+    (json.dumps({"kind": "kernelcache-impact-map", "format": FORMAT - 1}), "an old map"),
+    (json.dumps({"kind": "kernelcache-impact-map", "format": FORMAT, "tests": {"x": 3}}), "malformed"),
+    (json.dumps({"kind": "kernelcache-impact-map", "format": FORMAT, "tests": []}), "malformed"),
+])
+def test_unusable_maps_say_why(tmp_path, content, why):
+    p = tmp_path / "m.json"
+    if content is not None:
+        p.write_text(content)
+    m, problem = load(p)
+    assert m is None and why in problem
+
+
+def test_a_map_from_a_commit_this_clone_lacks_is_stale(tmp_path):
+    r = tmp_path / "r"
+    r.mkdir()
+    subprocess.run(["git", "init", "-q", str(r)], check=True)
+    p = tmp_path / "m.json"
+    save(p, sample())  # commit aaaa... does not exist here
+    m, problem = load_checked(r, p, "")
+    assert m is None and "which this clone does not have" in problem
+
+
+def test_merge_keeps_tests_that_did_not_run_and_drops_deleted_files():
+    old = sample()
+    new = ImpactMap(commit="b" * 40)
+    new.tests["tests/test_x.py::t"] = TestRecord("tests/test_x.py::t", "tests/test_x.py", [], "failed")
+    new.files["tests/test_x.py"] = FileRecord([], [], [])
+    merged = new.merged_into(old, existing={"tests/test_x.py"})
+    assert set(merged.tests) == {"tests/test_x.py::t"}  # test_y.py no longer exists
+    assert merged.tests["tests/test_x.py::t"].outcome == "failed"
+    assert merged.files["tests/test_x.py"].reads == ["data/d.json"]  # united: other tests may read it
+    assert merged.kernels["k"].complete and merged.commit == "b" * 40
+    kept = new.merged_into(old, existing=None)
+    assert kept.tests["tests/test_y.py::t"].early_skip
