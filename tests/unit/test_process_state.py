@@ -39,6 +39,8 @@ NOT_MEMOS = {
     "tvm_ffi/_patch.py": {"_saved": "what install() replaced; uninstall() restores it",
                           "_installed_settings": "whether the patch is installed (install/uninstall own it)"},
     "tvm_ffi/_api.py": {"_ORIGINALS": "tvm_ffi.cpp's functions, saved before patching (never stale)"},
+    "cpp_extension/_patch.py": {"_installed": "whether the patch is installed (install/uninstall own it)"},
+    "cpp_extension/_api.py": {"_ORIGINALS": "torch's functions, saved before patching (never stale)"},
     "impact/record.py": {"_active": "the running session's recording (start/stop own it)",
                          "_installed": "whether the event listener is installed (once per process)"},
     "pytest_plugin/impact.py": {"api": "a lazily imported module", "record": "a lazily imported module"},
