@@ -37,8 +37,8 @@ import kernelcache as kc
 
 
 def spec():
-    return kc.KernelSpec(name="adder", sources=["csrc/add.cc"], root=Path(__file__).resolve().parent,
-                         include_dirs=["csrc/include"], functions={"add": "Callable[[int, int], int]"})
+    return kc.KernelSpec(name="adder", sources=["add.cc"], root=Path(__file__).resolve().parent / "csrc",
+                         include_dirs=["include"], functions={"add": "Callable[[int, int], int]"})
 """,
     "kspec_mul.py": """\
 from pathlib import Path
@@ -46,8 +46,8 @@ import kernelcache as kc
 
 
 def spec():
-    return kc.KernelSpec(name="muler", sources=["csrc/mul.cc"], root=Path(__file__).resolve().parent,
-                         include_dirs=["csrc/include"], functions={"mul": "Callable[[int, int], int]"})
+    return kc.KernelSpec(name="muler", sources=["mul.cc"], root=Path(__file__).resolve().parent / "csrc",
+                         include_dirs=["include"], functions={"mul": "Callable[[int, int], int]"})
 """,
     "csrc/add.cc": """\
 #include <tvm/ffi/function.h>
