@@ -168,7 +168,7 @@ def overhead_audit(docs, D: int, steps: int) -> list[str]:
     """Per-call cost of the Python layer of batch_get / batch_put vs the native calls it makes
     (same corpus, same tails; the native call gets the arrays the Python layer builds)."""
     from kernelcache.kernels import NgramCorpus
-    from kernelcache.kernels import ngram_corpus as nc
+    from kernelcache.kernels.ngram_corpus import checks as nc
 
     lines = ["| call | bs | public (us) | native call alone (us) | Python layer (us) | of which token lists -> CSR (us) |",
              "|---|---|---|---|---|---|"]
@@ -182,7 +182,7 @@ def overhead_audit(docs, D: int, steps: int) -> list[str]:
             lens = [40] * bs
             corpus.batch_get(rids, tails, lens)  # creates the states
             d = corpus.draft_token_num
-            flat, offsets, _ = nc._to_csr(tails)
+            flat, offsets, _ = nc.to_csr(tails)
             tl = np.asarray(lens, dtype=np.int64)
             sids = np.asarray([corpus._req_to_state[r] for r in rids], dtype=np.int64)
             ids = np.empty(bs * d, dtype=np.int64)
@@ -190,15 +190,15 @@ def overhead_audit(docs, D: int, steps: int) -> list[str]:
             obj = corpus._obj
             pub = _per_call_us(lambda: corpus.batch_get(rids, tails, lens))
             raw = _per_call_us(lambda: obj.batch_match(sids, flat, offsets, tl, ids, mask))
-            csr = _per_call_us(lambda: nc._to_csr(tails))
+            csr = _per_call_us(lambda: nc.to_csr(tails))
             lines.append(f"| batch_get ({match_type}) | {bs} | {pub:.2f} | {raw:.2f} | {pub - raw:.2f} | {csr:.2f} |")
             win = [s[:40][-D:] for s in streams]
-            wflat, woff, _ = nc._to_csr(win)
+            wflat, woff, _ = nc.to_csr(win)
             pub = _per_call_us(lambda: corpus.batch_put(win), calls=500)
             corpus.synchronize()
             raw = _per_call_us(lambda: obj.async_insert(wflat, woff), calls=500)
             corpus.synchronize()
-            csr = _per_call_us(lambda: nc._to_csr(win))
+            csr = _per_call_us(lambda: nc.to_csr(win))
             lines.append(f"| batch_put (queue only) | {bs} | {pub:.2f} | {raw:.2f} | {pub - raw:.2f} | {csr:.2f} |")
             sync = _per_call_us(lambda: (corpus.batch_put(win), corpus.synchronize()), calls=300)
             rsync = _per_call_us(lambda: (obj.async_insert(wflat, woff), obj.synchronize()), calls=300)

@@ -199,9 +199,10 @@ def time_backlog(fn, calls=200, reps=7):
 
 
 def set_options(pdl=-1, eager_fused_chunks=-1):
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import OPTIONS_FN_NAME
+    from kernelcache.kernels.speculative_sampling import call as op
 
-    return list(op.function(op.OPTIONS_FN_NAME)(pdl, eager_fused_chunks))
+    return list(op.function(OPTIONS_FN_NAME)(pdl, eager_fused_chunks))
 
 
 def levers(a, aot):
@@ -209,7 +210,7 @@ def levers(a, aot):
     import torch
 
     from kernelcache.kernels import speculative_sampling as ss
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     raw = op.function(op.FN_NAME)
@@ -265,7 +266,7 @@ def legacy_path():
     global _legacy_op
     import torch
 
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     if _legacy_op is None:
         @torch.library.custom_op("kcbench::legacy_tree_sampling",
@@ -302,7 +303,7 @@ def variants(args_t, aot, splits):
     import torch
 
     from kernelcache.kernels import speculative_sampling as ss
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     bs, V = args_t[3].shape[0], args_t[9].shape[2]
     ws = torch.empty(max(op.workspace_numel(bs, V), 1), dtype=torch.int64, device="cuda")
@@ -340,7 +341,7 @@ def measure_shape(shape, aot, a):
     import torch
 
     from kernelcache.kernels import speculative_sampling as ss
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     bs, N, S, V, topk = shape
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -416,7 +417,7 @@ def child_fallback(a):
     import torch
 
     from kernelcache.kernels import speculative_sampling as ss
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     out = {}
     for shape in (SHAPES[0], SHAPES[3]):
@@ -550,7 +551,7 @@ def main():
     import torch
 
     native = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")  # before tvm_ffi is imported
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     op.function(op.AUTO_FN_NAME)  # build / load
     import tvm_ffi

@@ -51,14 +51,14 @@ _LAZY = {
     "warm": ("loader", "warm"),
     "explain": ("diagnose", "explain"),
     "stats": ("events", "stats"),
-    "reset_process_state": ("admit", "reset_process_state"),
+    "reset_process_state": ("process_state", "reset_process_state"),
     "WarmResult": ("loader", "WarmResult"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from .events import stats
     from .diagnose import explain
-    from .admit import reset_process_state
+    from .process_state import reset_process_state
     from .loader import WarmResult, load, load_with_result, warm
 
 
@@ -78,14 +78,15 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def _arm_tvm_ffi_patch() -> None:
-    """KERNELCACHE_PATCH_TVM_FFI=1: route tvm_ffi.cpp's JIT functions here once it is imported."""
+def _arm_patches() -> None:
+    """KERNELCACHE_PATCH=tvm_ffi,torch (or KERNELCACHE_PATCH_TVM_FFI=1): install each drop-in once
+    its target is imported (kernelcache.patch). A dict lookup when unset."""
     from .settings import patch_requested
 
     if patch_requested():
-        from .tvm_ffi._hook import arm
+        from .patch import arm_from_env
 
-        arm()
+        arm_from_env()
 
 
-_arm_tvm_ffi_patch()
+_arm_patches()

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import events, validate
+from . import process_state, validate
 from .spec import KernelSpec
 from .storage.entry import Entry
 from .storage.local import LocalStore
@@ -36,8 +36,8 @@ def name_lock(name: str) -> threading.Lock:
         return _state.name_locks.setdefault(name, threading.Lock())
 
 
-def reset_process_state() -> None:
-    """Forget loaded modules, verified checksums and counters (tests; a long-lived REPL).
+def _forget_admitted() -> None:
+    """Forget loaded modules and verified checksums (the next load re-validates from disk).
 
     What dlopen has mapped is remembered: the dynamic loader itself never forgets a path, so
     a later load of a replaced file at that path must still go through a private copy.
@@ -45,7 +45,14 @@ def reset_process_state() -> None:
     with _state.lock:
         _state.modules.clear()
         _state.verified_sha.clear()
-    events.reset_stats()
+
+
+process_state.register("admit.admitted", _forget_admitted)
+
+
+def reset_process_state() -> None:
+    """Forget every process-wide memo (``process_state.reset_all``; kept for ``loader``'s re-export)."""
+    process_state.reset_all()
 
 
 def dlopen_path(so_path: Path, store: LocalStore) -> Path:
@@ -92,6 +99,8 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
         return None, rej
     with _state.lock:
         _state.verified_sha.add(sp)
+    if spec.kind != "tvm_ffi":
+        return _accept_kind(spec, entry, store, mkey)
     import tvm_ffi
 
     try:
@@ -101,6 +110,23 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
     rej, _ = validate.after_dlopen(spec, entry.manifest, mod, path, entry.manifest.identity)
+    if rej:
+        return None, rej
+    with _state.lock:
+        _state.modules[mkey] = mod
+    return mod, None
+
+
+def _accept_kind(spec: KernelSpec, entry: Entry, store: LocalStore, mkey: tuple[str, str]
+                 ) -> tuple[Any, validate.Rejection | None]:
+    """Torch kinds (kernelcache/kinds.py): identity before any module code runs, then the surface."""
+    from . import kinds
+
+    try:
+        path = entry.so_path if spec.kind == "executable" else dlopen_path(entry.so_path, store)
+        mod, rej = kinds.admit(spec, entry.manifest, path)
+    except Exception as e:  # noqa: BLE001 - any load failure is a rejection
+        return None, validate.Rejection("dlopen", f"loading failed: {type(e).__name__}: {e}")
     if rej:
         return None, rej
     with _state.lock:

@@ -49,6 +49,7 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
     for entry in store.candidates(spec.name, l1.key):
         check = key.check_deps(entry.manifest.deps, entry.manifest.absent, anchors, entry.stat_cache())
         rej = None if check.ok else check.reason
+        rej = rej or validate.cpu_refusal(entry.manifest)
         rej = rej or validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True)
         if rej is None:
             if out["status"] == "miss":

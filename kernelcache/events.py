@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator
 
+from . import process_state
+
 _lock = threading.Lock()
 _counters: Counter = Counter()
 _miss_reasons: Counter = Counter()
@@ -76,6 +78,9 @@ def emit(event: str, **fields: Any) -> None:
             _floats["build_seconds"] += float(fields.get("seconds", 0.0))
         if event == "lock_acquired":
             _floats["wait_seconds"] += float(fields.get("waited", 0.0))
+        kind = fields.get("kind")
+        if kind and name and kind != "tvm_ffi":  # a label the report shows (a count, so xdist merges it)
+            _per_kernel[name][f"kind:{kind}"] = 1
         counter = _KERNEL_COUNTERS.get(event)
         if counter and name:
             _per_kernel[name][counter] += 1
@@ -169,3 +174,6 @@ def reset_stats() -> None:
         _per_kernel_reasons.clear()
         for k in _floats:
             _floats[k] = 0.0
+
+
+process_state.register("events.counters", reset_stats)

@@ -45,7 +45,7 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
     base = resolve(settings).replace(no_build=False, prebuilt=(), remote_mode="off")
     out = Path(out).resolve()
     report = []
-    for name, spec in shipped_specs(names).items():
+    for name, spec in shipped_specs(names, base).items():
         for arch in (archs or [None]) if spec.is_cuda else [None]:
             if spec.is_cuda and arch is None:
                 report.append({"name": name, "status": "failed", "reason": "CUDA kernel needs --arch"})

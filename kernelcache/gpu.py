@@ -13,6 +13,7 @@ import subprocess
 import threading
 from typing import Any
 
+from . import process_state
 from .errors import ToolchainError
 
 _memo: dict[tuple, dict] = {}
@@ -21,6 +22,14 @@ _memo: dict[tuple, dict] = {}
 class ArchError(ToolchainError, ValueError):
     """An arch spelling that cannot be parsed (a ValueError too: it is bad input)."""
 _memo_lock = threading.Lock()
+
+
+def _forget_detection() -> None:
+    with _memo_lock:
+        _memo.clear()
+
+
+process_state.register("gpu.detection", _forget_detection)
 
 
 # -- arch parsing ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from . import toolchain
+from . import native, toolchain
 from .plan import ROOT, BuildPlan
 from .settings import Settings
 from .spec import KernelSpec
@@ -109,15 +109,44 @@ def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, setti
         root = str(spec.root)
         return ROOT + p[len(root):] if p == root or p.startswith(root + os.sep) else "<external>"
 
-    return canonical_hash({
+    flags = [list(spec.cflags), list(spec.cuda_cflags), list(spec.ldflags)]
+    data = {
         "format": KEY_FORMAT, "name": spec.name, "backend": spec.backend,
         "sources": source_hashes(spec),
         "include_dirs": [where(d) for d in spec.include_dirs],
         "system_include_dirs": [where(d) for d in spec.system_include_dirs],
-        "flags": [list(spec.cflags), list(spec.cuda_cflags), list(spec.ldflags)],
+        "flags": flags,
         "arch": list(archs) if spec.is_cuda else [], "tvm_ffi_abi": tvm_abi(tvm_version),
         "functions": dict(spec.functions), "buster": settings.cache_buster,
-    })
+        **({"native_cpu": sorted(native.cpu_features())} if _has_native(spec) else {}),
+    }
+    data.update(_kind_inputs(spec))
+    if spec.kind != "tvm_ffi":
+        # Foreign kinds carry complete flag lists with install paths (torch's include and
+        # library dirs): anchored, so hosts whose venvs sit elsewhere share the index.
+        anchors = anchors_of(spec)
+        data["flags"] = [[_anchor_text(f, anchors) for f in fl] for fl in flags]
+        data["include_dirs"] = [_anchor_text(str(spec.abspath(d)), anchors) for d in spec.include_dirs]
+        data["system_include_dirs"] = [_anchor_text(str(spec.abspath(d)), anchors)
+                                       for d in spec.system_include_dirs]
+    return canonical_hash(data)
+
+
+def _kind_inputs(spec: KernelSpec) -> dict:
+    """Kind and extra ABI facts, present only when they differ from the defaults (so the keys of
+    tvm-ffi modules stay what they were before kinds existed)."""
+    out: dict = {}
+    if spec.kind != "tvm_ffi":
+        out["kind"] = spec.kind
+    if spec.abi:
+        out["extra_abi"] = dict(spec.abi)
+    return out
+
+
+def _has_native(spec: KernelSpec) -> bool:
+    """``-march=native`` and friends: the same string builds different code on another CPU, so
+    the tool-free source key names this CPU (its feature flags) for such a spec."""
+    return bool(native.native_flags(spec.cflags, spec.cuda_cflags))
 
 
 # -- level 1 -----------------------------------------------------------------------------------
@@ -154,7 +183,11 @@ def level1(plan: BuildPlan, settings: Settings) -> Level1:
         "env": {**toolchain.env_inputs(), **({"KERNELCACHE_CACHE_BUSTER": settings.cache_buster}
                                              if settings.cache_buster else {})},
         "functions": dict(plan.spec.functions),
+        **_kind_inputs(plan.spec),
     }
+    nat = native.key_inputs(plan.cxx, (plan.spec.cflags, plan.spec.cuda_cflags), settings.memo_dir)
+    if nat is not None:  # what -march=native expands to here, and the CPU features it needs
+        inputs["native"] = nat
     return Level1(key=canonical_hash(inputs), inputs=inputs, source_hashes=sources)
 
 
@@ -203,6 +236,11 @@ def diff_inputs(old: dict, new: dict) -> list[str]:
             out.append(f"environment changed: {a} -> {b}")
         elif k == "functions":
             out.append("expected function schemas changed")
+        elif k == "native":
+            out.append(f"-march=native expands differently on this CPU: {(a or {}).get('expanded', [])[:3]}... "
+                       f"-> {(b or {}).get('expanded', [])[:3]}...")
+        elif k == "extra_abi":
+            out.append(f"ABI changed: {a} -> {b}")
         else:
             out.append(f"{k} changed: {a!r} -> {b!r}")
     return out

@@ -131,9 +131,11 @@ def _local(ctx: _Ctx, plan: BuildPlan, l1: key.Level1) -> _LocalLook:
     for entry in ctx.store.candidates(ctx.spec.name, l1.key):
         m = entry.manifest
         check = key.check_deps(m.deps, m.absent, anchors, entry.stat_cache())
-        if not check.ok:
-            dep_reason = dep_reason or check.reason
-            ctx.refused.append(f"{entry.path}: {check.reason}")
+        cpu = validate.cpu_refusal(m)  # a shared cache dir: built on another CPU (kept, not quarantined)
+        if not check.ok or cpu is not None:
+            why = check.reason if not check.ok else str(cpu)
+            dep_reason = dep_reason or why
+            ctx.refused.append(f"{entry.path}: {why}")
             continue
         if check.refreshed:
             entry.save_stat_cache(check.refreshed)
@@ -164,26 +166,25 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
             "a prebuilt artifact root (KERNELCACHE_PREBUILT) with KERNELCACHE_NO_BUILD=1") from e
     events.emit("build_start", name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
     t0 = time.monotonic()
+    pre = None
+    if spec.kind != "tvm_ffi":
+        from . import kinds
+
+        pre = kinds.start_surface(spec)  # imports torch while the compiler runs
     try:
         from . import build  # imported on a miss only: a warm load never pays for it
 
         out = build.run_build(plan, l1, bdir, ctx.s.max_jobs)
         problem = validate.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
-        import tvm_ffi
-
-        so = dlopen_path(bdir / plan.so_name, ctx.store)
-        try:
-            bind_now(so)  # first dlopen of this file: every symbol resolved, or a clear error
-        except OSError as e:
-            raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
-        mod = tvm_ffi.load_module(str(so))
-        found = validate.exported_schemas(mod, list(spec.functions))
-        mism = validate.compare(validate.expected_schemas(spec, None), found)
-        if mism:
-            raise SchemaMismatch(spec.name, mism, where="freshly built from the current sources")
-        if problem:
-            raise BuildError(spec.name, "<post-link check>", problem)
+        if spec.kind != "tvm_ffi":  # torch kinds: surface from a subprocess (kernelcache/kinds.py)
+            if problem:
+                raise BuildError(spec.name, "<post-link check>", problem)
+            found, surface = {}, kinds.fresh_surface(spec, bdir / plan.so_name, pre)
+        else:
+            found, surface = _fresh_tvm_check(ctx, plan, bdir, problem), None
     except BaseException as e:
+        if pre is not None:
+            kinds.stop_surface(pre)
         events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         import shutil
 
@@ -193,7 +194,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
                  so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
                  inputs=l1.inputs, deps=out.deps, absent=out.absent, skey=ctx.skey() or "",
                  build_seconds=round(out.seconds, 3), host=manifest_mod.this_host(),
-                 created=manifest_mod.utc_now(), reason=reason)
+                 created=manifest_mod.utc_now(), reason=reason, kind=spec.kind, surface=surface)
     manifest_mod.write(bdir, m)
     events.emit("build_done", name=spec.name, seconds=out.seconds, entry=out.entry_id)
     if not out.publishable:
@@ -203,6 +204,26 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
     if not won:
         events.emit("publish_race_lost", name=spec.name, entry=out.entry_id)
     return Entry(dest, manifest_mod.read(dest) or m)
+
+
+def _fresh_tvm_check(ctx: _Ctx, plan: BuildPlan, bdir: Path, problem: str | None) -> dict:
+    """A fresh tvm-ffi module: every symbol resolves, the exported schemas are the expected ones."""
+    spec = ctx.spec
+    import tvm_ffi
+
+    so = dlopen_path(bdir / plan.so_name, ctx.store)
+    try:
+        bind_now(so)  # first dlopen of this file: every symbol resolved, or a clear error
+    except OSError as e:
+        raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
+    mod = tvm_ffi.load_module(str(so))
+    found = validate.exported_schemas(mod, list(spec.functions))
+    mism = validate.compare(validate.expected_schemas(spec, None), found)
+    if mism:
+        raise SchemaMismatch(spec.name, mism, where="freshly built from the current sources")
+    if problem:
+        raise BuildError(spec.name, "<post-link check>", problem)
+    return found
 
 
 def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[Any, Entry]:

@@ -22,6 +22,8 @@ from .plan import ROOT
 
 FORMAT = 3
 FILENAME = "manifest.json"
+KIND_LABELS = {"tvm_ffi": "tvm-ffi module", "torch_python": "torch extension",
+               "torch_library": "torch extension (library)", "executable": "torch extension (executable)"}
 
 
 @dataclass
@@ -48,6 +50,11 @@ class Manifest:
     prebuilt: dict | None = None  # set in relocatable (artifact root / fleet) copies
     external_deps: dict | None = None  # {"count", "digest"} of deps dropped by relocation
     origin: str = ""  # "" (built here) | "remote:<redacted url>"
+    kind: str = "tvm_ffi"  # KernelSpec.kind: how the binary is admitted (kernelcache/kinds.py)
+    # What a torch-kind binary exports, computed in a subprocess right after it was built
+    # (module functions, classes and their attributes; ops a library registers). Bound to the
+    # binary by so_sha256; the loaded module must show the same surface.
+    surface: dict | None = None
 
     # -- (de)serialisation ---------------------------------------------------------------------
     @classmethod
@@ -64,6 +71,8 @@ class Manifest:
             return None
         if not isinstance(m.schemas, dict) or not isinstance(m.deps, list):
             return None
+        if not isinstance(m.kind, str) or not (m.surface is None or isinstance(m.surface, dict)):
+            return None
         return m
 
     def to_dict(self) -> dict:
@@ -73,6 +82,10 @@ class Manifest:
                 d.pop(opt)
         if not d["origin"]:
             d.pop("origin")
+        if d["kind"] == "tvm_ffi":  # tvm-ffi manifests stay byte-identical to the pre-kind format
+            d.pop("kind")
+        if d["surface"] is None:
+            d.pop("surface")
         return d
 
     def dumps(self) -> str:
@@ -84,6 +97,11 @@ class Manifest:
         if self.prebuilt and self.prebuilt.get("tvm_ffi_version"):
             return str(self.prebuilt["tvm_ffi_version"])
         return str(self.inputs.get("abi", {}).get("tvm_ffi_version", ""))
+
+    @property
+    def label(self) -> str:
+        """How reports name the kind: "tvm-ffi module", "torch extension", ..."""
+        return KIND_LABELS.get(self.kind, self.kind)
 
     @property
     def archs(self) -> tuple[str, ...]:

@@ -47,7 +47,8 @@ class BuildPlan:
 
     @property
     def so_name(self) -> str:
-        return f"{self.spec.name}.so"
+        """The output file: ``<name>.so``, or ``<name>`` for an executable."""
+        return self.spec.name if self.spec.kind == "executable" else f"{self.spec.name}.so"
 
     def compile_argv(self, step: SourceStep, build_dir: str) -> list[str]:
         obj = os.path.join(build_dir, step.obj)
@@ -67,7 +68,8 @@ class BuildPlan:
     def link_argv(self, build_dir: str) -> list[str]:
         objs = [os.path.join(build_dir, s.obj) for s in self.sources]
         objs.append(os.path.join(build_dir, "kc_identity.o"))
-        return [self.cxx, "-shared", *objs, *self.ld_flags, "-o", os.path.join(build_dir, self.so_name)]
+        shared = [] if self.spec.kind == "executable" else ["-shared"]
+        return [self.cxx, *shared, *objs, *self.ld_flags, "-o", os.path.join(build_dir, self.so_name)]
 
     def anchored(self, text: str, build_dir: str) -> str:
         """Replace the private build dir by an anchor (other anchors: key.anchors_for)."""
@@ -89,6 +91,8 @@ def _resolve_dirs(spec: KernelSpec, dirs) -> list[str]:
 
 def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
     """The plan for ``spec`` on this machine (raises ToolchainError when a tool is missing)."""
+    if spec.kind != "tvm_ffi":
+        return _foreign_plan(spec, settings)
     memo = settings.memo_dir
     tvm = toolchain.tvm_ffi_paths(memo)
     cxx = os.path.realpath(toolchain.find_cxx())
@@ -130,4 +134,48 @@ def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
     return BuildPlan(
         spec=spec, sources=steps, cxx=cxx, nvcc=nvcc, cxx_flags=cxx_flags, cuda_flags=cuda_flags,
         ld_flags=ld_flags, include_dirs=include_dirs, archs=archs, tools=tools, cc=cc, c_flags=c_flags,
+    )
+
+
+def _steps(spec: KernelSpec) -> list[SourceStep]:
+    steps = []
+    for i, (rel, path) in enumerate(zip(spec.sources, spec.source_paths())):
+        lang = "cuda" if rel.endswith(".cu") else ("c" if rel.endswith(".c") else "cxx")
+        stem = Path(rel).name.replace(".", "_")
+        steps.append(SourceStep(rel=rel, path=str(path), lang=lang, obj=f"s{i}_{stem}.o"))
+    return steps
+
+
+def _foreign_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
+    """Kinds built the way another JIT builds them (torch's cpp_extension).
+
+    Their drop-in translated the caller's arguments into the complete flag lists that JIT would
+    pass (includes, defines, arch flags, libraries), so the flags are used verbatim: nothing of
+    tvm-ffi is added. ``include_dirs``/``system_include_dirs`` only feed the absent-header
+    probes. What kernelcache adds is the same for every kind: ``-MD`` depfiles and the identity
+    object linked in.
+    """
+    memo = settings.memo_dir
+    cxx = os.path.realpath(toolchain.find_cxx())
+    tools = {"cxx": toolchain.tool_identity(cxx, memo)}
+    steps = _steps(spec)
+    include_dirs = _resolve_dirs(spec, spec.include_dirs) + _resolve_dirs(spec, spec.system_include_dirs)
+    nvcc, archs = None, ()
+    if any(st.lang == "cuda" for st in steps):
+        nvcc = os.path.join(toolchain.find_cuda_home(), "bin", "nvcc")
+        tools["nvcc"] = toolchain.tool_identity(nvcc, memo)
+        host = os.environ.get("CC") or toolchain.shutil.which("g++") or toolchain.shutil.which("c++")
+        if host:
+            tools["nvcc_host"] = toolchain.tool_identity(os.path.realpath(host), memo)
+        archs = gpu.parse_arch_list(" ".join(
+            f.split("code=")[-1] for f in spec.cuda_cflags if f.startswith("-gencode") and "code=sm_" in f))
+    cc, c_flags = None, []
+    if any(st.lang == "c" for st in steps):
+        cc = os.path.realpath(toolchain.find_cc())
+        tools["cc"] = toolchain.tool_identity(cc, memo)
+        c_flags = [f for f in spec.cflags if not f.startswith("-std=c++")]
+    return BuildPlan(
+        spec=spec, sources=steps, cxx=cxx, nvcc=nvcc, cxx_flags=list(spec.cflags),
+        cuda_flags=list(spec.cuda_cflags), ld_flags=list(spec.ldflags), include_dirs=include_dirs,
+        archs=archs, tools=tools, cc=cc, c_flags=c_flags,
     )

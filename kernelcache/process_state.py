@@ -32,3 +32,12 @@ def reset_all() -> None:
         resets = list(_resets.values())
     for reset in resets:
         reset()
+
+
+def reset_process_state() -> None:
+    """Forget every process-wide memo: loaded modules, verified checksums, tool identities,
+    GPU detection, companion roots, counters, shipped kernels' modules (tests; a long-lived REPL).
+
+    A memo whose module was never imported is empty, so only registered ones need a reset.
+    """
+    reset_all()

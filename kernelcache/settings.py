@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
     from .layout import Layout
@@ -26,6 +26,8 @@ PREFIX = "KERNELCACHE_"
 # Old name -> new name. The old one keeps working, with a DeprecationWarning.
 DEPRECATED_ENV = {"KERNELCACHE_PREBUILD": "KERNELCACHE_WARM"}
 REMOTE_MODES = ("read", "readwrite", "off")
+# The foreign JIT APIs kernelcache can patch (kernelcache.patch holds the registry of how).
+PATCH_TARGETS = ("tvm_ffi", "torch")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -90,7 +92,7 @@ class Settings:
     remote_timeout: float = 10.0  # per remote operation
     remote_lease_ttl: float = 600.0  # a compile lease older than this may be taken over
     remote_wait: float = 900.0  # how long a host waits for another host's compile
-    patch_tvm_ffi: bool = False  # route tvm_ffi.cpp JIT functions through kernelcache
+    patch: tuple[str, ...] = ()  # drop-ins to patch in: "tvm_ffi" (tvm_ffi.cpp), "torch" (cpp_extension)
     cache_buster: str | None = None  # any string: part of every key (force a fleet-wide rebuild)
 
     def __post_init__(self) -> None:
@@ -102,6 +104,7 @@ class Settings:
             raise ValueError(f"remote mode must be one of {'|'.join(REMOTE_MODES)}, got {self.remote_mode!r}")
         if self.remote_signing_key is not None:
             object.__setattr__(self, "remote_signing_key", Path(self.remote_signing_key))
+        object.__setattr__(self, "patch", parse_patch(self.patch, "patch"))
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -141,9 +144,12 @@ class Settings:
             remote_timeout=_seconds(g("KERNELCACHE_REMOTE_TIMEOUT"), "KERNELCACHE_REMOTE_TIMEOUT", 10.0),
             remote_lease_ttl=_seconds(g("KERNELCACHE_REMOTE_LEASE_TTL"), "KERNELCACHE_REMOTE_LEASE_TTL", 600.0),
             remote_wait=_seconds(g("KERNELCACHE_REMOTE_WAIT"), "KERNELCACHE_REMOTE_WAIT", 900.0),
-            patch_tvm_ffi=_flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI"),
+            patch=parse_patch(g("KERNELCACHE_PATCH"), "KERNELCACHE_PATCH")
+            + (("tvm_ffi",) if _flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI") else ()),
             cache_buster=g("KERNELCACHE_CACHE_BUSTER") or None,
         )
+        if overrides.pop("patch_tvm_ffi", False):  # the old name's option (--kc-patch-tvm-ffi)
+            overrides["patch"] = (*parse_patch(overrides.get("patch", values["patch"]), "patch"), "tvm_ffi")
         values.update(overrides)
         return cls(**values)
 
@@ -166,6 +172,7 @@ class Settings:
             "KERNELCACHE_REMOTE_LEASE_TTL": repr(self.remote_lease_ttl),
             "KERNELCACHE_REMOTE_WAIT": repr(self.remote_wait),
             "KERNELCACHE_REMOTE_VERIFY_KEYS": os.pathsep.join(map(str, self.remote_verify_keys)),
+            "KERNELCACHE_PATCH": ",".join(self.patch),
             "KERNELCACHE_PATCH_TVM_FFI": "1" if self.patch_tvm_ffi else "0",
         }
         for name, value in (("KERNELCACHE_LOG", self.log), ("KERNELCACHE_CUDA_ARCH", self.cuda_arch),
@@ -197,6 +204,11 @@ class Settings:
         return self.layout.memo
 
     @property
+    def patch_tvm_ffi(self) -> bool:
+        """Is ``tvm_ffi.cpp`` routed through kernelcache (``KERNELCACHE_PATCH`` names ``tvm_ffi``)?"""
+        return "tvm_ffi" in self.patch
+
+    @property
     def remote_enabled(self) -> bool:
         return bool(self.remote) and self.remote_mode != "off"
 
@@ -205,10 +217,38 @@ class Settings:
         return bool(self.remote) and self.remote_mode == "readwrite"
 
 
-def patch_requested(environ: Mapping[str, str] | None = None) -> bool:
-    """Is ``KERNELCACHE_PATCH_TVM_FFI`` on? Cheap and never raising: ``import kernelcache`` asks."""
+def parse_patch(value: "str | Sequence[str] | None", name: str = "KERNELCACHE_PATCH") -> tuple[str, ...]:
+    """``"tvm_ffi,torch"`` / ``"all"`` / a sequence of names -> the drop-ins, in registry order.
+
+    Comma or space separated; ``all`` means every drop-in; ``0``/``off``/empty means none; an
+    unknown name is a ``ValueError`` naming the known ones (a typo must not silently patch nothing).
+    """
+    items = value.replace(",", " ").split() if isinstance(value, str) else [str(v) for v in value or ()]
+    chosen: set[str] = set()
+    for item in (i.strip().lower().replace("-", "_") for i in items):
+        if item in ("all", "1", "true", "yes", "on"):
+            chosen.update(PATCH_TARGETS)
+        elif item in PATCH_TARGETS:
+            chosen.add(item)
+        elif item not in _FALSE:
+            raise ValueError(f"{name}: unknown drop-in {item!r}; known: {', '.join(PATCH_TARGETS)} (or all)")
+    return tuple(t for t in PATCH_TARGETS if t in chosen)
+
+
+def patch_requested(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The drop-ins ``KERNELCACHE_PATCH`` / ``KERNELCACHE_PATCH_TVM_FFI`` ask for; cheap, never raising.
+
+    ``import kernelcache`` and the ``.pth`` hook ask this on every start: a bad value arms nothing
+    here and is reported by :meth:`Settings.from_env` when a load reads the settings.
+    """
     env = os.environ if environ is None else environ
-    return (env.get("KERNELCACHE_PATCH_TVM_FFI") or "").strip().lower() in _TRUE
+    try:
+        out = parse_patch(env.get("KERNELCACHE_PATCH") or "")
+    except ValueError:
+        out = ()
+    if (env.get("KERNELCACHE_PATCH_TVM_FFI") or "").strip().lower() in _TRUE and "tvm_ffi" not in out:
+        out = ("tvm_ffi", *out)
+    return out
 
 
 def default_lock_dir() -> Path:

@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import process_state
 from .errors import ToolchainError
 
 # Environment variables that change what a compiler does without appearing on its command line.
@@ -35,7 +36,14 @@ ENV_ALLOWLIST = (
 
 _memo_lock = threading.Lock()
 _identity_memo: dict[tuple, dict] = {}
-_file_hash_memo: dict[tuple, str] = {}
+
+
+def _forget_identities() -> None:
+    with _memo_lock:
+        _identity_memo.clear()
+
+
+process_state.register("toolchain.identities", _forget_identities)
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -248,6 +256,14 @@ def tvm_ffi_paths(memo_dir: Path | None = None) -> TvmFfiPaths:
         ver = disk_memo("tvm_ffi_version", skey, distribution_version, memo_dir)["version"]
         _tvm_paths = TvmFfiPaths(pkg, inc, lib, ver)
     return _tvm_paths
+
+
+def _forget_tvm_ffi_paths() -> None:
+    global _tvm_paths
+    _tvm_paths = None
+
+
+process_state.register("toolchain.tvm_ffi_paths", _forget_tvm_ffi_paths)
 
 
 def env_inputs() -> dict[str, str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import gpu, key
+from . import gpu, key, native
 from .errors import ToolchainError
 from .manifest import FORMAT, Manifest
 from .plan import IDENTITY_SYMBOL, ROOT
@@ -38,7 +38,7 @@ Mismatches = dict[str, tuple[str | None, str | None]]
 class Rejection:
     """Why an entry may not be used: a short code (counted, reported) and a precise detail."""
 
-    code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps
+    code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps | cpu
     detail: str
     mismatches: Mismatches | None = None
 
@@ -137,6 +137,8 @@ def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha
         return Rejection("format", f"manifest format {manifest.format} != {FORMAT}")
     if manifest.name != spec.name:
         return Rejection("format", f"manifest is for kernel {manifest.name!r}")
+    if manifest.kind != spec.kind:
+        return Rejection("format", f"manifest is for a {manifest.kind} binary, expected {spec.kind}")
     mism = compare(expected_schemas(spec, manifest), manifest.schemas)
     if mism:
         return Rejection("schema", "manifest schema differs: " + describe(mism), mism)
@@ -158,6 +160,21 @@ def after_dlopen(spec: KernelSpec, manifest: Manifest | None, module: Any, so_pa
     if mism:
         return Rejection("exported_schema", "exported schema differs: " + describe(mism), mism), found
     return None, found
+
+
+def cpu_refusal(m: Manifest) -> Rejection | None:
+    """An entry built with ``-march=native`` (or ``-mcpu``/``-mtune=native``) on a CPU with
+    features this CPU lacks: refused (running it would crash with an illegal instruction).
+
+    Not a defect of the entry (another host of a shared cache or the fleet can run it), so a
+    caller skips it without quarantining it."""
+    nat = (m.inputs or {}).get("native")
+    missing = native.missing_features(nat)
+    if not missing:
+        return None
+    return Rejection("cpu", f"built with {' '.join(nat.get('flags') or ['-march=native'])} for a CPU with "
+                            f"{', '.join(missing)}, which this CPU lacks (it would crash with an illegal "
+                            "instruction)")
 
 
 # -- entries built elsewhere (prebuilt roots, the fleet cache) ------------------------------------
@@ -184,6 +201,13 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
         return Rejection("installation", f"built for kernel {m.name!r}")
     if m.source_hashes != key.source_hashes(spec):
         return Rejection("installation", "built from different sources than this installation")
+    cpu = cpu_refusal(m)
+    if cpu is not None:
+        return cpu
+    if m.kind != spec.kind:
+        return Rejection("installation", f"a {m.kind} binary, expected {spec.kind}")
+    if dict(m.inputs.get("extra_abi") or {}) != dict(spec.abi):
+        return Rejection("installation", f"ABI {m.inputs.get('extra_abi') or {}} != this installation's {dict(spec.abi)}")
     check = key.check_deps(m.deps, m.absent, inst.anchors, only_anchor=None if strict_external else ROOT,
                            tolerate_missing_external=True)
     if not check.ok:

@@ -30,9 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: KERNELCACHE_REMOTE_MODE, else read when a remote is set")
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("warm", help="build/load the shipped kernels into the cache and print a report")
-    w.add_argument("names", nargs="*", help="kernel names (default: all shipped)")
+    w.add_argument("names", nargs="*", help="kernel names: shipped, --spec, or in the cache's records "
+                   "(default: all shipped, or the --spec ones)")
     w.add_argument("-j", "--jobs", type=int, default=None)
     w.add_argument("--json", action="store_true")
+    w.add_argument("--spec", action="append", default=[], metavar="MOD:FUNC",
+                   help="module:callable returning KernelSpec(s), as the plugin's kernelcache_specs (repeatable)")
     w.set_defaults(fn=cmd_warm)
     ls = sub.add_parser("ls", help="list cache entries (and prebuilt roots)")
     ls.add_argument("name", nargs="?")
@@ -49,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="what a kernel's key is made of and why it would miss")
     e.add_argument("name")
     e.add_argument("--json", action="store_true")
+    e.add_argument("--spec", action="append", default=[], metavar="MOD:FUNC",
+                   help="module:callable returning KernelSpec(s), as the plugin's kernelcache_specs (repeatable)")
     e.set_defaults(fn=cmd_explain)
     pr = sub.add_parser("prune", help="evict least-recently-used entries by size and/or age")
     pr.add_argument("--max-size", type=parse_size, default=None, help="e.g. 2G")
@@ -72,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     pk.set_defaults(fn=cmd_pack)
     _add_remote_commands(sub)
     __import__("kernelcache.cli.impact", fromlist=["add_parsers"]).add_parsers(sub)  # kernelcache affected
-    return p
+    from .help import document
+
+    return document(p)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,32 @@ import time
 from collections import defaultdict
 
 from ..layout import BUILT, Layout
-from .common import settings_of, specs, table
+from . import records
+from .common import settings_of, table
+
+
+def arch_problem(s) -> str | None:
+    """A target arch that is set but cannot be parsed: a usage error (exit 2), never a skip.
+
+    A typo in CI (``KERNELCACHE_CUDA_ARCH=banana``) must not silently drop the CUDA build."""
+    if not (s.cuda_arch or "").strip():
+        return None
+    from .. import gpu
+
+    try:
+        gpu.parse_arch_list(s.cuda_arch)
+    except gpu.ArchError as e:
+        from ..settings import kc_environ
+
+        where = "KERNELCACHE_CUDA_ARCH" if (kc_environ().get("KERNELCACHE_CUDA_ARCH") or "").strip() \
+            else "TVM_FFI_CUDA_ARCH_LIST"
+        return f"{where}={s.cuda_arch!r}: {e}"
+    return None
+
+
+def usage_error(message: str) -> int:
+    print(f"kernelcache: usage error: {message}", file=sys.stderr)
+    return 2
 
 
 def _cuda_unavailable(spec, s) -> str | None:
@@ -29,6 +54,9 @@ def cmd_warm(args) -> int:
     from .. import loader
 
     s = settings_of(args)
+    bad = arch_problem(s)
+    if bad:
+        return usage_error(bad)
     t_import = time.monotonic()
     try:  # import once up front: per-kernel times then exclude the tvm-ffi (and torch) import
         import tvm_ffi  # noqa: F401
@@ -37,7 +65,7 @@ def cmd_warm(args) -> int:
     t_import = time.monotonic() - t_import
     t0 = time.monotonic()
     todo, skipped = [], []
-    for spec in specs(args.names).values():
+    for spec in records.resolve(args.names, getattr(args, "spec", None) or [], s).values():
         why = _cuda_unavailable(spec, s)
         if why and not args.names and not s.remote_enabled and not s.prebuilt:
             skipped.append(loader.WarmResult(spec.name, "skipped", 0.0, why))
@@ -132,7 +160,11 @@ def cmd_verify(args) -> int:
 def cmd_explain(args) -> int:
     from ..diagnose import explain
 
-    info = explain(specs([args.name])[args.name], settings_of(args))
+    s = settings_of(args)
+    bad = arch_problem(s)
+    if bad:
+        return usage_error(bad)
+    info = explain(records.resolve([args.name], getattr(args, "spec", None) or [], s)[args.name], s)
     if args.json:
         print(json.dumps(info, indent=1, default=str))
         return 0
@@ -150,6 +182,11 @@ def cmd_explain(args) -> int:
         for t, v in inp["tools"].items():
             print(f"  {t}: {v['path']} ({(v['version'] or '').splitlines()[0] if v['version'] else '?'})")
         print(f"  arch: {inp['arch'] or 'n/a (cpu)'}\n  abi: {inp['abi']}\n  env: {inp['env'] or '{}'}")
+        nat = inp.get("native")
+        if nat:
+            march = next((t for t in nat["expanded"] if t.startswith(("-march=", "-mcpu="))), "?")
+            print(f"  native: {' '.join(nat['flags'])} -> {march} (+{len(nat['expanded']) - 1} target flags); "
+                  f"needs CPU features: {', '.join(nat['cpu_features']) or 'none'}")
     return 0
 
 
@@ -161,7 +198,7 @@ def cmd_prune(args) -> int:
         return 2
     evicted = LocalStore(settings_of(args)).prune(args.max_size, args.max_age)
     for i in evicted:
-        print(f"evicted {i.name} {i.entry_id[:12]}")
+        print(f"evicted {i.name} {i.entry_id[:12]}" + (" (quarantine)" if i.area == "quarantine" else ""))
     print(f"{len(evicted)} entr{'y' if len(evicted) == 1 else 'ies'} evicted")
     return 0
 

@@ -19,10 +19,11 @@ def settings_of(args: argparse.Namespace) -> Settings:
     return s
 
 
-def specs(names: list[str]):
+def specs(names: list[str], settings: Settings | None = None):
+    """The shipped kernels' specs (all, or ``names``), their headers found for ``settings``."""
     from ..kernels import shipped_specs
 
-    return shipped_specs(names or None)
+    return shipped_specs(names or None, settings)
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:

@@ -36,7 +36,7 @@ def cmd_doctor(args) -> int:
     try:
         from ..kernels import speculative_sampling as ss
 
-        line("flashinfer hdrs", ss.flashinfer_include_dir, required=False)
+        line("flashinfer hdrs", lambda: ss.flashinfer_include_dir(s), required=False)
         line("curand hdrs", lambda: ", ".join(ss.curand_include_dirs()) or "the CUDA toolkit's", required=False)
     except ImportError:
         pass
@@ -61,8 +61,17 @@ def _remote_line(s) -> str:
 
 
 def cmd_build(args) -> int:
+    from .. import gpu
     from ..export import build_artifact_root
+    from .cache import arch_problem, usage_error
 
+    for a in args.arch:
+        try:
+            gpu.parse_arch_list(a)
+        except gpu.ArchError as e:
+            return usage_error(f"--arch {a!r}: {e}")
+    if not args.arch and arch_problem(settings_of(args)):
+        return usage_error(arch_problem(settings_of(args)))
     report = build_artifact_root(args.names or None, list(args.arch), Path(args.out), settings_of(args))
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")

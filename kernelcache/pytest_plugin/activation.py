@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import shlex
 import warnings
+from typing import Any
 
 import pytest
 
 from kernelcache.settings import kc_environ
 
-from .options import PLUGIN_NAME, _TRUE
+from .options import PLUGIN_NAME, TRUE_WORDS
 
 # The entry point name; the module path is accepted too (PYTEST_PLUGINS spells modules).
 _NAMES = {PLUGIN_NAME, f"{PLUGIN_NAME}.pytest_plugin"}
@@ -55,7 +56,7 @@ def asked_for(config: pytest.Config) -> bool:
         return True
     with warnings.catch_warnings():  # deprecated names are reported once, when options resolve
         warnings.simplefilter("ignore", DeprecationWarning)
-        if (kc_environ().get("KERNELCACHE_PLUGIN") or "").strip().lower() in _TRUE:
+        if (kc_environ().get("KERNELCACHE_PLUGIN") or "").strip().lower() in TRUE_WORDS:
             return True
     try:
         return bool(config.getini("kernelcache_enable"))
@@ -67,3 +68,73 @@ def given_kc_flags(config: pytest.Config) -> list[str]:
     """The ``--kc-*`` flags on the command line (an error when the plugin is not active)."""
     return sorted({str(a).split("=", 1)[0] for a in (config.invocation_params.args or ())
                    if str(a).startswith("--kc-")})
+
+
+# -- installed but not enabled, while the session uses the plugin --------------------------------
+HINT = "add `-p kernelcache` (or ini kernelcache_enable = true)"
+_MARKERS = ("gpu", "kernel")
+_HINT_KEY = pytest.StashKey[str]()
+
+
+def _hint(what: str) -> str:
+    return f"kernelcache: {what}, but the kernelcache plugin is not enabled: {HINT}"
+
+
+class NotEnabledHints:
+    """Registered only when the plugin is installed but not asked for. It changes no outcome: it
+    says "add `-p kernelcache`" where a user of the plugin's fixtures, ini keys or markers looks
+    (a config warning, the failing test's report, one summary line). A project's own fixture of
+    the same name wins over these stand-ins (conftest fixtures override plugin ones)."""
+
+    def __init__(self, config: pytest.Config):
+        self.marked: list[str] = []
+        keys = [k for k in _plugin_ini_keys(config) if _ini_set(config, k)]
+        if keys:
+            config.issue_config_time_warning(
+                pytest.PytestConfigWarning(_hint(f"ini {', '.join(keys)} {'is' if len(keys) == 1 else 'are'} set")),
+                stacklevel=2)
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            names = [m for m in _MARKERS if item.get_closest_marker(m) is not None]
+            if names:
+                item.stash[_HINT_KEY] = "/".join(names)
+                self.marked.append(item.nodeid)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: Any) -> Any:
+        rep = yield
+        marker = item.stash.get(_HINT_KEY, None)
+        if marker and rep.failed:
+            rep.sections.append(("kernelcache", _hint(f"this test is marked {marker} (GPU gating and "
+                                                      "kernel warming come from the plugin)")))
+        return rep
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.marked:
+            terminalreporter.write_line(_hint(f"{len(self.marked)} test(s) marked gpu/kernel ran ungated"),
+                                        yellow=True)
+
+    @pytest.fixture
+    def kc_kernel(self) -> None:
+        """Stand-in: says how to enable the plugin that provides ``kc_kernel``."""
+        pytest.fail(_hint("this test uses the kc_kernel fixture"), pytrace=False)
+
+    @pytest.fixture
+    def kernelcache_module(self) -> None:
+        """Stand-in: says how to enable the plugin that provides ``kernelcache_module``."""
+        pytest.fail(_hint("this test uses the kernelcache_module fixture"), pytrace=False)
+
+
+def _plugin_ini_keys(config: pytest.Config) -> list[str]:
+    from .options import OPTIONS
+
+    keys = [k for o in OPTIONS for k in (o.ini, o.old_ini) if k]
+    return [*keys, "kernelcache_test_roots"]
+
+
+def _ini_set(config: pytest.Config, key: str) -> bool:
+    try:
+        return key in (config.inicfg or {}) and bool(config.getini(key))
+    except (ValueError, KeyError):
+        return False

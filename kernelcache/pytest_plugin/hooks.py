@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from . import gating, impact, names, options
-from .activation import asked_for, given_kc_flags
+from .activation import NotEnabledHints, asked_for, given_kc_flags
 from .options import PLUGIN_NAME
 from .session import STATE, SessionPlugin, SessionState
 from .settings_bridge import arch_source, build_settings, export_env, from_wire, restore_env
@@ -36,6 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """``--kc-run NAME...`` / ``--kc-failed-from REPORT``: turn names or a previous report's
     failures into test arguments before collection (controller and workers alike)."""
+    options.check_path_forms(early_config)
     ns = early_config.known_args_namespace
     failed_from = getattr(ns, "kc_failed_from", None)
     if failed_from:
@@ -71,10 +72,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if given:
             raise pytest.UsageError(f"{', '.join(given)}: the kernelcache plugin is not enabled; "
                                     "add -p kernelcache")
+        config.pluginmanager.register(NotEnabledHints(config), "kernelcache-not-enabled")
         return
     state = _worker_state(config) if hasattr(config, "workerinput") else _controller_state(config)
-    if state.settings.patch_tvm_ffi:
-        _install_tvm_ffi(state)
+    if state.settings.patch:
+        _arm_patches(state)
     if not state.is_worker:  # workers inherit the controller's exported environment
         state.saved_env = export_env(state.settings)
     config.stash[STATE] = state
@@ -111,26 +113,25 @@ def _worker_state(config: pytest.Config) -> SessionState:
     return state
 
 
-def _install_tvm_ffi(state: SessionState) -> None:
+def _arm_patches(state: SessionState) -> None:
+    """--kc-patch / --kc-patch-tvm-ffi: install each drop-in with the session's settings as the
+    base of every call, as soon as its target module is imported (at once if it already is)."""
+    from kernelcache import patch
+
+    raw = str(state.opts.get("patch", (None, ""))[0] or "").lower()
     try:
-        from kernelcache import tvm_ffi as dropin
-    except ModuleNotFoundError as e:
-        if e.name != "kernelcache.tvm_ffi":
-            raise
-        raise pytest.UsageError(
-            "kernelcache: --kc-patch-tvm-ffi / kernelcache_patch_tvm_ffi / KERNELCACHE_PATCH_TVM_FFI: "
-            "this kernelcache has no tvm_ffi drop-in (kernelcache.tvm_ffi is missing)") from None
-    dropin.install(state.settings)
-    state.patched_tvm_ffi = True
+        state.patched = patch.arm(state.settings.patch, state.settings, strict="all" not in raw)
+    except patch.PatchError as e:
+        raise pytest.UsageError(f"--kc-patch / kernelcache_patch / KERNELCACHE_PATCH: {e}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE, None)
     if state is None:
         return
-    if state.patched_tvm_ffi:
-        from kernelcache import tvm_ffi as dropin
+    if state.patched:
+        from kernelcache import patch
 
-        dropin.uninstall()
+        patch.uninstall(state.patched)
     restore_env(state.saved_env)
     del config.stash[STATE]

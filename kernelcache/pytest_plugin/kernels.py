@@ -74,7 +74,7 @@ class Kernels:
             raise KernelUnavailable(f"unknown kernel {name!r} (known: {', '.join(known)}; add specs "
                                     "with kernelcache_specs)")
         try:
-            return shipped_specs([name])[name]
+            return shipped_specs([name], self.settings)[name]
         except Exception as e:  # noqa: BLE001 - the kernel's own module may be broken
             raise KernelUnavailable(f"kernel {name!r}: its spec could not be loaded: "
                                     f"{type(e).__name__}: {e}") from e
@@ -136,7 +136,7 @@ class Kernels:
         if r is not None and r["status"] == "skipped":
             pytest.skip(f"kernel {name!r} {r['reason']}")
         if r is not None and r["status"] == "failed":
-            raise KernelUnavailable(f"kernel {name!r} is unavailable: {r['reason']}")
+            raise KernelUnavailable(f"kernel {name!r} is unavailable: {_brief(r['reason'])}")
         if r is None:
             self.spec_for(name)  # raises for unknown / broken specs
             if self.warm_mode == "controller":
@@ -164,6 +164,18 @@ class Kernels:
 
     def use(self, name: str, status: str) -> None:
         self.uses.setdefault(name, Counter())[status] += 1
+
+
+FULL_OUTPUT_HINT = "full compiler output: kernelcache section of the summary"
+
+
+def _brief(reason: str) -> str:
+    """The first line of a failure, pointing at the one full copy (printed once per session by
+    the report), so N tests that need a broken kernel do not repeat its compiler output N times."""
+    lines = reason.strip().splitlines()
+    if len(lines) <= 1:
+        return reason.strip()
+    return f"{lines[0]} ({FULL_OUTPUT_HINT})"
 
 
 def _result(name: str, status: str, reason: str, where: str) -> dict:

@@ -9,6 +9,7 @@ deprecated variable names), never from ``os.environ`` directly.
 from __future__ import annotations
 
 import os
+import shlex
 import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -19,8 +20,8 @@ from kernelcache.settings import DEPRECATED_ENV, REMOTE_MODES, kc_environ
 
 PLUGIN_NAME = "kernelcache"
 WARM_MODES = ("auto", "controller", "off")
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Opt:
     cli: str
     ini: str
     env: str
-    kind: str  # "str" | "path" | "bool" | "int" | "list" | "choice"
+    kind: str  # "str" | "path" | "bool" | "int" | "list" | "choice" | "arch" (CUDA arch list)
     default: Any
     help: str
     choices: tuple[str, ...] = ()
@@ -56,7 +57,7 @@ OPTIONS: tuple[Opt, ...] = (
         setting="no_build"),
     Opt("rebuild", "--kc-rebuild", "kernelcache_rebuild", "KERNELCACHE_REBUILD", "bool", False,
         "ignore cached entries and rebuild every warmed kernel once", setting="rebuild"),
-    Opt("cuda_arch", "--kc-arch", "kernelcache_cuda_arch", "KERNELCACHE_CUDA_ARCH", "str", None,
+    Opt("cuda_arch", "--kc-arch", "kernelcache_cuda_arch", "KERNELCACHE_CUDA_ARCH", "arch", None,
         "CUDA target arch(s), e.g. 9.0 or '8.0,9.0' (default: TVM_FFI_CUDA_ARCH_LIST, else the "
         "detected GPUs)", setting="cuda_arch"),
     Opt("build_only", "--kc-build-only", "kernelcache_build_only", "KERNELCACHE_BUILD_ONLY", "bool", False,
@@ -81,9 +82,11 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("remote_mode", "--kc-remote-mode", "kernelcache_remote_mode", "KERNELCACHE_REMOTE_MODE", "choice",
         None, "read (default with a remote): fetch only; readwrite: also upload what this run "
         "builds; off: ignore the remote", choices=REMOTE_MODES, setting="remote_mode"),
+    Opt("patch", "--kc-patch", "kernelcache_patch", "KERNELCACHE_PATCH", "str", None,
+        "route foreign JIT APIs through kernelcache in every process of the session: tvm_ffi "
+        "(tvm_ffi.cpp), torch (torch.utils.cpp_extension), comma separated, or all", setting="patch"),
     Opt("patch_tvm_ffi", "--kc-patch-tvm-ffi", "kernelcache_patch_tvm_ffi", "KERNELCACHE_PATCH_TVM_FFI",
-        "bool", False, "route tvm_ffi.cpp.load_inline/load/build_inline/build through kernelcache for "
-        "the session (third-party JIT kernels get the same cache and report)", setting="patch_tvm_ffi"),
+        "bool", False, "same as --kc-patch=tvm_ffi", setting="patch_tvm_ffi"),
     Opt("impact_map", "--kc-impact-map", "kernelcache_impact_map", "KERNELCACHE_IMPACT_MAP", "path", None,
         "test impact map: read for --kc-affected-since, and written (merged) with what this run's tests used"),
     Opt("affected_since", "--kc-affected-since", "kernelcache_affected_since", "KERNELCACHE_AFFECTED_SINCE",
@@ -148,6 +151,34 @@ def _add_ini(parser: pytest.Parser, name: str, o: Opt, help: str | None = None) 
         parser.addini(name, help or o.help, type="string", default="")
 
 
+# -- the space form of path options --------------------------------------------------------------
+def path_flags() -> tuple[str, ...]:
+    """Flags whose value is a path (``--kc-failed-from`` too): only their ``=`` form is safe."""
+    return (*(o.cli for o in OPTIONS if o.kind == "path"), "--kc-failed-from")
+
+
+def check_path_forms(config: pytest.Config) -> None:
+    """Refuse ``--kc-report-json PATH`` (space form) with a usage error naming the ``=`` form.
+
+    pytest picks the rootdir and ini file from the command line's test paths before any plugin
+    is loaded, so a separate PATH that exists counts as a test path: the rootdir moves, the ini
+    is not read and node ids change (``--kc-failed-from`` then finds no tests). Whether it
+    harms depends on whether PATH exists yet, so the space form is refused always.
+    """
+    tokens = [str(a) for a in (config.invocation_params.args or ())]
+    try:
+        tokens += shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except ValueError:
+        pass
+    flags = path_flags()
+    for i, t in enumerate(tokens[:-1]):
+        if t in flags:
+            raise pytest.UsageError(
+                f"kernelcache: write {t}={tokens[i + 1]} (with '='): pytest reads a separate "
+                f"{tokens[i + 1]!r} as a test path when it picks the rootdir and ini file "
+                f"(rootdir here: {config.rootpath}), which changes node ids and drops the ini")
+
+
 # -- conversion ----------------------------------------------------------------------------------
 def split_list(values: Any) -> list[str]:
     """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]`` (comma or space separated, repeatable)."""
@@ -163,9 +194,9 @@ def convert(o: Opt, raw: Any, where: str) -> Any:
         if isinstance(raw, bool):
             return raw
         s = str(raw).strip().lower()
-        if s in _TRUE:
+        if s in TRUE_WORDS:
             return True
-        if s in _FALSE:
+        if s in FALSE_WORDS:
             return False
         raise pytest.UsageError(f"kernelcache: {where} must be a boolean (1/0, true/false), got {raw!r}")
     if o.kind == "int":
@@ -182,7 +213,20 @@ def convert(o: Opt, raw: Any, where: str) -> Any:
             raise pytest.UsageError(f"kernelcache: {where} must be one of {'/'.join(o.choices)}, got {raw!r}")
         return s
     s = str(raw).strip()
+    if o.kind == "arch" and s:
+        check_arch(s, where)
     return s or None
+
+
+def check_arch(value: str, where: str) -> None:
+    """A CUDA arch that is set but cannot be parsed is a usage error: a typo in CI must not
+    silently skip the CUDA build."""
+    from kernelcache.gpu import ArchError, parse_arch_list
+
+    try:
+        parse_arch_list(value)
+    except ArchError as e:
+        raise pytest.UsageError(f"kernelcache: {where}={value!r}: {e}") from None
 
 
 # -- resolution ----------------------------------------------------------------------------------
@@ -234,6 +278,10 @@ def resolve(config: pytest.Config, env: Mapping[str, str], old_env_used: set[str
             value = str((config.inipath.parent / os.path.expanduser(value)).resolve())
         elif o.kind == "path" and value:
             value = os.path.abspath(os.path.expanduser(value))
+        elif o.kind == "arch" and not value:  # Settings falls back to tvm-ffi's variable
+            fallback = os.environ.get("TVM_FFI_CUDA_ARCH_LIST", "").strip()
+            if fallback:
+                check_arch(fallback, "TVM_FFI_CUDA_ARCH_LIST")
         out[o.dest] = (value, source)
     return out
 

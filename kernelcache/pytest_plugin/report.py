@@ -82,8 +82,21 @@ def _derived_status(k: dict) -> str:
     return "failed"
 
 
+def kind_label(stats: dict) -> str:
+    """"torch extension" for kernels loaded through the torch drop-in ("" for tvm-ffi modules)."""
+    kinds = sorted(k.split(":", 1)[1] for k, v in (stats or {}).items() if k.startswith("kind:") and v)
+    return "torch extension" if any(k.startswith("torch_") or k == "executable" for k in kinds) else ""
+
+
 def kernel_rows(st: "SessionState", total: dict | None = None) -> list[dict]:
     """One row per kernel: warmed ones, ones tests loaded, ones only the counters saw."""
+    rows = _kernel_rows(st, total)
+    for r in rows:
+        r["label"] = kind_label(r["stats"])
+    return rows
+
+
+def _kernel_rows(st: "SessionState", total: dict | None = None) -> list[dict]:
     per = (total if total is not None else total_stats(st)).get("kernels") or {}
     uses = _merged_uses(st)
     rows = []
@@ -119,7 +132,7 @@ def _count(counter: str) -> Callable[[dict], str]:
 
 # (header, cell, right-aligned, always shown)
 _COLUMNS: list[tuple[str, Callable[[dict], str], bool, bool]] = [
-    ("kernel", lambda r: r["name"], False, True),
+    ("kernel", lambda r: r["name"] + (f" [{r['label']}]" if r.get("label") else ""), False, True),
     ("status", lambda r: r["status"], False, True),
     ("seconds", lambda r: f"{r['seconds']:.2f}", True, True),
     ("where", lambda r: r.get("where") or "", False, True),
@@ -184,6 +197,12 @@ def write_terminal(tr: Any, st: "SessionState") -> None:
         for r, c in zip(rows, cells):
             tr.write_line(fmt(c), **({"red": True} if r["status"] == "failed" else {}))
         tr.write_line(totals_line(st, rows, total))
+    for r in rows:
+        reason = (r.get("reason") or "").strip()
+        if r["status"] == "failed" and "\n" in reason:  # the one full copy; tests reference it
+            tr.write_sep("-", f"kernelcache: kernel {r['name']!r} failed")
+            for line in reason.splitlines():
+                tr.write_line(line)
     for f in st.policy_failures:
         tr.write_line(f"kernelcache: FAILED: {f}", red=True)
     if st.opt("report_json"):

@@ -40,7 +40,7 @@ class SessionState:
         self.tests: dict[str, dict] = {}
         self.policy_failures: list[str] = []
         self.saved_env: dict[str, str | None] = {}
-        self.patched_tvm_ffi = False
+        self.patched: tuple[str, ...] = ()  # drop-ins armed by --kc-patch (kernelcache.patch)
         self.impact: dict | None = None  # test impact: selection and map written (pytest_plugin.impact)
         self.t0 = time.time()
 

@@ -25,6 +25,7 @@ from ..settings import Settings
 from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
 
 TMP_MAX_AGE_S = 6 * 3600
+QUARANTINE = "quarantine"  # EntryInfo.area of a quarantined entry
 RECENT = ".recent"
 
 
@@ -33,7 +34,7 @@ class EntryInfo:
     """What ``ls`` and ``prune`` need, read from paths and stats only."""
 
     path: Path
-    area: str  # entries | fetched
+    area: str  # entries | fetched | quarantine
     name: str
     key: str  # key1[:32] (entries) or skey[:32] (fetched)
     entry_id: str
@@ -175,9 +176,29 @@ class LocalStore:
         os.rename(path, dest)
         shutil.rmtree(dest, ignore_errors=True)
 
+    def quarantined(self) -> list[EntryInfo]:
+        """Quarantined entries (area ``quarantine``), aged by when they were quarantined: the
+        directory's mtime, which writing QUARANTINE_REASON into it sets."""
+        out = []
+        for d in _subdirs(self.layout.quarantine):
+            m = manifest_mod.read(d)
+            try:
+                when = d.stat().st_mtime
+            except OSError:
+                continue
+            out.append(EntryInfo(d, QUARANTINE, m.name if m else "?", m.key1[:32] if m else "",
+                                 d.name.split(".")[0], dir_size(d), when))
+        return out
+
     def prune(self, max_bytes: int | None = None, max_age_s: float | None = None) -> list[EntryInfo]:
-        """Evict least-recently-used entries beyond a size cap and/or older than an age."""
-        infos = sorted(self.infos(), key=lambda i: i.last_used)  # oldest first
+        """Evict least-recently-used entries beyond a size cap and/or older than an age.
+
+        Quarantined entries count too: they are removed by the age of their quarantine, and under
+        the size cap before any live entry (nothing loads them again; they are kept only for a
+        post-mortem).
+        """
+        quarantined = sorted(self.quarantined(), key=lambda i: i.last_used)
+        infos = quarantined + sorted(self.infos(), key=lambda i: i.last_used)  # oldest first
         now = time.time()
         evicted = [i for i in infos if max_age_s is not None and now - i.last_used > max_age_s]
         keep = [i for i in infos if i not in evicted]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import manifest as manifest_mod
+from .. import process_state
 from .. import toolchain
 from ..errors import ToolchainError
 from ..layout import Layout
@@ -59,6 +60,14 @@ def entry_point_roots(settings: Settings) -> list[Path]:
                                     lambda: {"roots": _scan_entry_points()}, settings.memo_dir)
         _ep_roots = [Path(r) for r in value["roots"]]
     return _ep_roots
+
+
+def _forget_entry_point_roots() -> None:
+    global _ep_roots
+    _ep_roots = None
+
+
+process_state.register("prebuilt.entry_point_roots", _forget_entry_point_roots)
 
 
 def roots(settings: Settings) -> list[Path]:

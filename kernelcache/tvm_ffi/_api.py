@@ -1,5 +1,5 @@
 """``load_inline`` / ``load`` / ``build_inline`` / ``build`` with tvm_ffi.cpp's signatures, built
-and cached by kernelcache (public loader API only: ``KernelSpec``, ``load``, ``warm``).
+and cached by kernelcache (public loader API only: ``KernelSpec``, ``load_with_result``).
 
 Where the two designs disagree, this module chooses the cache's guarantees and keeps the
 caller's contract (see docs/tvm_ffi_dropin.md):
@@ -8,23 +8,22 @@ caller's contract (see docs/tvm_ffi_dropin.md):
   ``build``/``build_inline`` put a copy of the validated ``.so`` there (atomic rename) and
   return that path; ``load``/``load_inline`` load the validated cache entry and ignore it.
 * ``output`` names that copy. An object-file ``output`` (``.o``/``.obj``) cannot be validated
-  or cached by kernelcache, so it is compiled fresh by tvm-ffi's own builder in a private
-  directory on every call (never stale, never cached).
+  or cached by kernelcache: tvm-ffi's own builder compiles it fresh on every call (_objects).
+* Inputs are read at call time, as tvm-ffi reads them (_env): ``TVM_FFI_CUDA_ARCH_LIST``,
+  ``CXX``, ``CUDA_HOME`` set around one call apply to that call, in every mode.
 * HIP (and Windows) builds are handed to the original tvm-ffi functions unchanged.
 """
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import BuildError
 from ..spec import KernelSpec
-from . import _args, _sources
+from . import _args, _env, _objects, _sources
 
 if TYPE_CHECKING:  # pragma: no cover
     from tvm_ffi import Module
@@ -32,32 +31,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
 
 _ORIGINALS: dict[str, Callable[..., Any]] = {}  # filled by _patch.install before patching
+_settings = _env.resolve  # the settings of one call: explicit, else installed/env + call-time env
 
 
 # -- the core, through its public API -----------------------------------------------------------
-def _settings(settings: "Settings | None") -> "Settings":
-    if settings is not None:
-        return settings
-    from ..settings import Settings
-
-    return Settings.from_env()
-
-
-def _core_load(spec: KernelSpec, settings: "Settings") -> "Module":
+def _core(spec: KernelSpec, settings: "Settings", generated: Path | None) -> tuple[Any, Any]:
+    """Load through the cache; a failed or refused (no-build) call removes the sources it wrote."""
     import kernelcache
 
-    return kernelcache.load(spec, settings=settings)
+    try:
+        return kernelcache.load_with_result(spec, settings=settings)
+    except BaseException:
+        if generated is not None:
+            _sources.discard(generated)
+        raise
 
 
-def _core_build(spec: KernelSpec, settings: "Settings") -> Path:
-    """Build/validate through ``warm`` and return the cached ``.so``; failures re-raised."""
-    import kernelcache
+def _core_load(spec: KernelSpec, settings: "Settings", generated: Path | None = None) -> "Module":
+    return _core(spec, settings, generated)[0]
 
-    res = kernelcache.warm([spec], settings=settings)[0]
-    if res.status == "failed":
-        if isinstance(res.error, BaseException):
-            raise res.error
-        raise BuildError(spec.name, "<warm>", res.reason or "build failed")
+
+def _core_build(spec: KernelSpec, settings: "Settings", generated: Path | None = None) -> Path:
+    """Build (or find), validate and load; the cached ``.so`` (errors raised as they are)."""
+    res = _core(spec, settings, generated)[1]
     return Path(res.so_path) if res.so_path else Path(res.entry_path) / f"{spec.name}.so"
 
 
@@ -65,9 +61,11 @@ def _original(name: str) -> Callable[..., Any]:
     """tvm-ffi's own function (the saved one while patched: never our replacement)."""
     if name in _ORIGINALS:
         return _ORIGINALS[name]
-    import tvm_ffi.cpp.extension as ext
+    import importlib
 
-    return getattr(ext, name)
+    # By module name, not `import tvm_ffi.cpp.extension as ext` (an attribute lookup on
+    # tvm_ffi.cpp): under an import swap, "tvm_ffi.cpp" may be this drop-in itself.
+    return getattr(importlib.import_module("tvm_ffi.cpp.extension"), name)
 
 
 def _needs_original(has_cuda: bool, backend: str | None) -> bool:
@@ -93,16 +91,23 @@ def _flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths) 
     )
 
 
-def inline_spec(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
-                extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, embed_cubin=None,
-                settings: "Settings | None" = None) -> KernelSpec:
-    """The KernelSpec ``load_inline`` builds: generated files under the cache, learned schemas."""
+def _inline(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, extra_cflags=None,
+            extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, embed_cubin=None,
+            settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
+    """The spec ``load_inline`` builds, and its generated source dir when this call wrote it."""
     cpp = _args.as_list(cpp_sources)
     cuda = _args.as_list(cuda_sources)
     exports = _args.function_map(functions)
     if not cpp and not cuda:
         raise AssertionError("sources must be provided.")  # what tvm_ffi.cpp raises here
     kname = _args.spec_name(name)
+    flags = _flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths)
+    learned: dict[str, str | None] = {fn: None for fn in exports}  # recorded by the first good build
+    if exports and _args.metadata_disabled([*flags["cflags"], *flags["cuda_cflags"]]):
+        warnings.warn(f"kernelcache.tvm_ffi: {name!r} is built without {_args.METADATA_MACRO}: its "
+                      "exported schemas are not recorded or checked (binary checks still apply)",
+                      RuntimeWarning, stacklevel=3)
+        learned = {}
     files: dict[str, bytes] = {}
     # The functions are exported from the C++ file when there is one, else from the CUDA file.
     if cpp:
@@ -111,102 +116,73 @@ def inline_spec(name: str, *, cpp_sources=None, cuda_sources=None, functions=Non
         files[_sources.CUDA_FILE] = _sources.wrapped_source("\n".join(cuda), {} if cpp else exports).encode()
     for cname, image in _args.check_cubin_names(embed_cubin, name).items():
         files[_sources.cubin_file_name(cname)] = _sources.cubin_source(cname, image).encode()
-    root = _sources.materialize(_settings(settings).cache_dir, kname, files)
-    return KernelSpec(
-        name=kname, sources=sorted(files), root=root,
-        functions={fn: None for fn in exports},  # learned: recorded by the first good build
-        backend="cuda" if cuda else "cpu",
-        **_flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths),
-    )
+    root, created = _sources.materialize(_settings(settings).cache_dir, kname, files)
+    spec = KernelSpec(name=kname, sources=sorted(files), root=root, functions=learned,
+                      backend="cuda" if cuda else "cpu", **flags)
+    return spec, (root if created else None)
 
 
-def _object_inputs(objects: list[Path], settings: "Settings") -> list[str]:
-    """Pre-compiled objects as linker inputs whose *path* names their bytes.
-
-    The key holds command lines, not the bytes of a linker input; a copy in a directory named
-    by the object's content makes a changed object a changed command line (a miss, never stale).
-    """
-    out = []
-    for obj in objects:
-        where = _sources.materialize(settings.cache_dir, "_objects", {obj.name: obj.read_bytes()})
-        out.append(str(where / obj.name))
-    return out
+def inline_spec(name: str, **kwargs: Any) -> KernelSpec:
+    """The KernelSpec ``load_inline`` builds: generated files under the cache, learned schemas."""
+    return _inline(name, **kwargs)[0]
 
 
-def file_spec(name: str, *, sources=None, cpp_files=None, cuda_files=None, extra_cflags=None,
-              extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
-              settings: "Settings | None" = None) -> KernelSpec:
-    """The KernelSpec ``load``/``build`` build: the files where they are, rooted at their common dir."""
+def _files(name: str, *, sources=None, cpp_files=None, cuda_files=None, extra_cflags=None,
+           extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
+           settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
+    """The spec ``load``/``build`` build (files where they are), and a generated dir it wrote."""
     paths = _args.resolve_paths(_args.as_list(sources) + _args.as_list(cpp_files) + _args.as_list(cuda_files))
     if not paths:
         raise AssertionError("sources must be provided.")  # what tvm_ffi.cpp raises here
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        raise BuildError(name, "<sources>", "source file(s) not found: " + ", ".join(missing))
-    objects = [p for p in paths if p.suffix.lower() in _args.OBJECT_SUFFIXES]
-    compiled = [p for p in paths if p not in objects]
+        raise _args.InputError(name, "source file(s) not found: " + ", ".join(missing))
+    linked = [p for p in paths if p.suffix.lower() in _args.LINK_SUFFIXES]
+    compiled = [p for p in paths if p not in linked]
     odd = [str(p) for p in compiled if not p.name.endswith(_args.COMPILED_SUFFIXES)]
-    if odd or not compiled:
-        raise BuildError(name, "<sources>", "kernelcache compiles .cc/.cpp/.cxx/.c/.cu sources (and links "
-                         f".o/.obj objects next to at least one of them); got: {', '.join(odd) or 'objects only'}")
-    root = Path(os.path.commonpath([str(p.parent) for p in compiled]))
+    if odd:
+        raise _args.InputError(name, "unsupported source type(s): " + ", ".join(odd) + " (kernelcache compiles "
+                               ".cc/.cpp/.cxx/.c/.cu and links .o/.obj/.a)")
+    s = _settings(settings)
     flags = _flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths)
-    if objects:
-        flags["ldflags"] = [*flags["ldflags"], *_object_inputs(objects, _settings(settings))]
-    return KernelSpec(
-        name=_args.spec_name(name), sources=[str(p.relative_to(root)) for p in compiled], root=root,
-        functions={}, backend="cuda" if any(p.suffix.lower() == ".cu" for p in compiled) else "cpu",
-        **flags,
-    )
+    if linked:
+        flags["ldflags"] = [*flags["ldflags"], *_objects.link_inputs(linked, s)]
+    generated = None
+    if compiled:
+        root = Path(os.path.commonpath([str(p.parent) for p in compiled]))
+        rel = [str(p.relative_to(root)) for p in compiled]
+    else:  # link-only: objects made by build(..., output="x.o") or by the caller's own toolchain
+        root, created = _objects.link_only_root(s, _args.spec_name(name))
+        rel, generated = [_objects.LINK_ONLY_FILE], (root if created else None)
+    spec = KernelSpec(name=_args.spec_name(name), sources=rel, root=root, functions={},
+                      backend="cuda" if any(p.suffix.lower() == ".cu" for p in compiled) else "cpu", **flags)
+    return spec, generated
+
+
+def file_spec(name: str, **kwargs: Any) -> KernelSpec:
+    """The KernelSpec ``load``/``build`` build: the files where they are, rooted at their common dir."""
+    return _files(name, **kwargs)[0]
 
 
 # -- outputs --------------------------------------------------------------------------------------
-def _same_bytes(a: Path, b: Path) -> bool:
-    try:
-        return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
-    except OSError:
-        return False
-
-
-def _place_copy(so: Path, dest_dir: Path, filename: str) -> str:
-    """``dest_dir/filename`` holding the bytes of ``so``, replaced atomically when they differ."""
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / filename
-    if not _same_bytes(so, dest):
-        tmp = dest_dir / f".{filename}.kc-{os.getpid()}-{secrets.token_hex(4)}"
-        try:
-            shutil.copyfile(so, tmp)
-            os.replace(tmp, dest)
-        finally:
-            tmp.unlink(missing_ok=True)
-    return str(dest.resolve())
-
-
 def _deliver(so: Path, spec_module: str, build_directory: str | None, output: str | None,
              settings: "Settings") -> str:
     if build_directory is None and output is None:
         return str(so)  # the immutable cache entry's .so: a changed kernel gets a new path
     filename = Path(output).name if output else f"{spec_module}.so"
-    if build_directory is not None:
-        return _place_copy(so, Path(build_directory).expanduser().resolve(), filename)
-    return _place_copy(so, settings.layout.dropin / so.parent.name, filename)
+    dest_dir = Path(build_directory).expanduser().resolve() if build_directory is not None else (
+        settings.layout.dropin / so.parent.name)
+    dest = dest_dir / filename
+    if not _same_bytes(so, dest):
+        _objects._atomic_copy(so, dest)
+    return str(dest.resolve())
 
 
-def _build_object(fn_name: str, name: str, build_directory: str | None, output: str,
-                  settings: "Settings", **kwargs: Any) -> str:
-    """Object output: tvm-ffi's builder in a fresh private directory, then an atomic move."""
-    scratch = settings.layout.dropin_objects / f"{_args.spec_name(name)}.{os.getpid()}.{secrets.token_hex(4)}"
-    scratch.mkdir(parents=True)
-    built = Path(_original(fn_name)(name, build_directory=str(scratch), output=output, **kwargs))
-    if build_directory is None:
-        return str(built)
-    dest = Path(build_directory).expanduser().resolve() / built.name
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.kc-{os.getpid()}-{secrets.token_hex(4)}")
-    shutil.copyfile(built, tmp)
-    os.replace(tmp, dest)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return str(dest)
+def _same_bytes(a: Path, b: Path) -> bool:
+    try:
+        return a.stat().st_size == b.stat().st_size and a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
 
 
 # -- the four functions ---------------------------------------------------------------------------
@@ -240,9 +216,10 @@ def build_inline(
         return _original("build_inline")(name, build_directory=build_directory, backend=backend, output=output,
                                          **common)
     if _args.is_object_output(output):
-        return _build_object("build_inline", name, build_directory, output, s, backend=backend, **common)
-    spec = inline_spec(name, settings=s, **common)
-    return _deliver(_core_build(spec, s), name, build_directory, output, s)
+        return _objects.build_object(_original("build_inline"), name, build_directory, output, s,
+                                     backend=backend, **common)
+    spec, generated = _inline(name, settings=s, **common)
+    return _deliver(_core_build(spec, s, generated), name, build_directory, output, s)
 
 
 def load_inline(
@@ -278,7 +255,8 @@ def load_inline(
     if _needs_original(bool(_args.as_list(cuda_sources)), backend):
         path = _original("build_inline")(name, build_directory=build_directory, backend=backend, **common)
         return _load_module(path, keep_module_alive)
-    return _core_load(inline_spec(name, settings=s, **common), s)
+    spec, generated = _inline(name, settings=s, **common)
+    return _core_load(spec, s, generated)
 
 
 def build(
@@ -310,9 +288,10 @@ def build(
     if _needs_original(any(p.lower().endswith(".cu") for p in merged), backend):
         return _original("build")(name, build_directory=build_directory, backend=backend, output=output, **common)
     if _args.is_object_output(output):
-        return _build_object("build", name, build_directory, output, s, backend=backend, **common)
-    spec = file_spec(name, settings=s, **common)
-    return _deliver(_core_build(spec, s), name, build_directory, output, s)
+        return _objects.build_object(_original("build"), name, build_directory, output, s,
+                                     backend=backend, **common)
+    spec, generated = _files(name, settings=s, **common)
+    return _deliver(_core_build(spec, s, generated), name, build_directory, output, s)
 
 
 def load(
@@ -343,4 +322,5 @@ def load(
     if _needs_original(any(p.lower().endswith(".cu") for p in merged), backend):
         path = _original("build")(name, build_directory=build_directory, backend=backend, **common)
         return _load_module(path, keep_module_alive)
-    return _core_load(file_spec(name, settings=s, **common), s)
+    spec, generated = _files(name, settings=s, **common)
+    return _core_load(spec, s, generated)

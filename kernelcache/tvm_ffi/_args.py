@@ -17,6 +17,24 @@ _SPEC_NAME_RE = re.compile(r"[^A-Za-z0-9_]")
 _C_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 COMPILED_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".cu")
 OBJECT_SUFFIXES = (".o", ".obj")
+ARCHIVE_SUFFIXES = (".a",)
+LINK_SUFFIXES = OBJECT_SUFFIXES + ARCHIVE_SUFFIXES  # linker inputs of load/build, keyed by bytes
+METADATA_MACRO = "TVM_FFI_DLL_EXPORT_INCLUDE_METADATA"
+
+
+class InputError(BuildError):
+    """The call's inputs cannot be built (missing file, unsupported input, bad CUBIN name).
+
+    A ``BuildError`` (hence a ``RuntimeError``, as tvm-ffi raises when its build fails on such
+    inputs) whose message is the reason itself: no compiler ran, so there is no command or exit.
+    """
+
+    def __init__(self, module: str, reason: str):
+        self.spec_name = module
+        self.command = ""
+        self.output = reason
+        self.returncode = None
+        RuntimeError.__init__(self, f"kernelcache.tvm_ffi: cannot build {module!r}: {reason}")
 
 
 def as_list(value: Sequence[str] | str | None) -> list[str]:
@@ -72,7 +90,7 @@ def check_cubin_names(embed_cubin: Mapping[str, bytes] | None, module: str) -> d
     out: dict[str, bytes] = {}
     for k, v in (embed_cubin or {}).items():
         if not isinstance(k, str) or not _C_IDENT_RE.match(k):
-            raise BuildError(module, "<embed_cubin>", f"CUBIN name {k!r} is not a C identifier "
+            raise InputError(module, f"CUBIN name {k!r} is not a C identifier "
                              "(it must match the name given to TVM_FFI_EMBED_CUBIN)")
         if not isinstance(v, (bytes, bytearray, memoryview)):
             raise TypeError(f"embed_cubin[{k!r}] must be bytes, got {type(v).__name__}")
@@ -97,6 +115,17 @@ def gpu_backend(backend: str | None, environ: Mapping[str, str]) -> str:
     if getattr(getattr(torch, "version", None), "hip", None):
         return "hip"
     return "cuda"
+
+
+def metadata_disabled(cflags: Sequence[str]) -> bool:
+    """Do the caller's flags undefine (or zero) the metadata define kernelcache builds with?"""
+    state = True
+    for f in cflags:
+        if f in (f"-U{METADATA_MACRO}", f"-D{METADATA_MACRO}=0"):
+            state = False
+        elif f in (f"-D{METADATA_MACRO}", f"-D{METADATA_MACRO}=1"):
+            state = True
+    return not state
 
 
 def is_object_output(output: str | None) -> bool:

@@ -11,7 +11,7 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _api
+from . import _api, _env
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
@@ -32,11 +32,12 @@ def _modules() -> dict[str, Any]:
 
 def _replacement(name: str, settings: "Settings | None") -> Callable[..., Any]:
     target = getattr(_api, name)
+    base = _env.Installed(settings) if settings is not None else None
 
     @functools.wraps(target)
     def routed(*args: Any, **kwargs: Any) -> Any:
-        if settings is not None:
-            kwargs.setdefault("settings", settings)
+        if base is not None:  # a base only: the call's own environment still applies (_env)
+            kwargs.setdefault("settings", base)
         return target(*args, **kwargs)
 
     routed.__kernelcache_dropin__ = True  # type: ignore[attr-defined]
@@ -50,8 +51,10 @@ def is_installed() -> bool:
 def install(settings: "Settings | None" = None) -> None:
     """Route ``tvm_ffi.cpp.load_inline/load/build_inline/build`` through kernelcache.
 
-    ``settings`` (default: the environment's at each call) is what every routed call uses.
-    Calling it again replaces the settings; ``uninstall()`` restores tvm-ffi's functions.
+    ``settings`` (default: ``Settings.from_env()`` read at each call) is the base of every routed
+    call; what tvm-ffi reads at call time (``TVM_FFI_CUDA_ARCH_LIST``, ``CXX``, ...) still applies
+    per call, and a call's own ``settings=`` wins (kernelcache.tvm_ffi._env). Calling it again
+    replaces the settings; ``uninstall()`` restores tvm-ffi's functions.
     """
     mods = _modules()
     with _lock:
@@ -82,15 +85,18 @@ def uninstall() -> None:
 
 
 def install_if_requested(settings: "Settings | None" = None) -> bool:
-    """``install(settings)`` when ``settings.patch_tvm_ffi`` (``KERNELCACHE_PATCH_TVM_FFI=1``) is set.
+    """Install when ``KERNELCACHE_PATCH`` names ``tvm_ffi`` (or ``KERNELCACHE_PATCH_TVM_FFI=1``).
 
-    Returns whether it installed. Does not import tvm_ffi when the setting is off.
+    ``settings`` given: its ``patch`` decides and it becomes the base of each call; without it
+    the environment decides and each call reads its own. Returns whether it installed; does not
+    import tvm_ffi when the setting is off.
     """
     if settings is None:
         from ..settings import Settings
 
-        settings = Settings.from_env()
-    if not settings.patch_tvm_ffi:
+        if not Settings.from_env().patch_tvm_ffi:
+            return False
+    elif not settings.patch_tvm_ffi:
         return False
     install(settings)
     return True

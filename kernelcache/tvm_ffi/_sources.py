@@ -131,12 +131,16 @@ def _inline_base(cache_dir: Path, name: str) -> Path:
     return base
 
 
-def materialize(cache_dir: Path, name: str, files: Mapping[str, bytes]) -> Path:
-    """The directory holding exactly ``files``; created whole by one rename if absent or damaged."""
+def materialize(cache_dir: Path, name: str, files: Mapping[str, bytes]) -> tuple[Path, bool]:
+    """The directory holding exactly ``files``, and whether this call created it.
+
+    Created whole by one rename if absent or damaged. The flag lets a call that fails (or may
+    not build) remove what it wrote, so failed calls leave no sources behind (:func:`discard`).
+    """
     base = _inline_base(cache_dir, name)
     final = base / _digest(files)[:32]
     if _matches(final, files):
-        return final
+        return final, False
     for _attempt in range(3):
         tmp = base / f".tmp.{os.getpid()}.{secrets.token_hex(4)}"
         tmp.mkdir()
@@ -145,16 +149,25 @@ def materialize(cache_dir: Path, name: str, files: Mapping[str, bytes]) -> Path:
                 (tmp / fname).write_bytes(data)
             try:
                 os.rename(tmp, final)
-                return final
+                return final, True
             except OSError:
                 pass  # someone else's directory is there: theirs if good, else set it aside
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         if _matches(final, files):
-            return final
+            return final, False
         try:
             os.rename(final, base / f".damaged.{os.getpid()}.{secrets.token_hex(4)}")
         except OSError:
             pass
     raise OSError(f"kernelcache.tvm_ffi: could not write the inline sources of {name!r} under {base}")
+
+
+def discard(directory: Path) -> None:
+    """Remove a generated source directory (and its name directory once empty)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    try:
+        directory.parent.rmdir()  # only when no other version of this module is left
+    except OSError:
+        pass

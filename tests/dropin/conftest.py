@@ -1,29 +1,25 @@
-"""Fixtures of the drop-in suite: the shared isolated cache + counting compiler (tests/conftest.py),
-plus an isolated tvm-ffi cache, so both sides of every comparison start cold and count compiles
-through the same wrapper (tvm-ffi reads ``$CXX`` too)."""
+"""Fixtures of the drop-in suite: the shared isolated cache + counting compiler (``kc_env`` of
+tests/conftest.py), plus an isolated tvm-ffi cache, so both sides of every comparison start cold
+and count compiles through the same wrapper (tvm-ffi reads ``$CXX`` too)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/conftest.py helpers
-
-from conftest import KcEnv  # noqa: E402
-
 
 @pytest.fixture
-def dropin_env(kc_env: KcEnv, monkeypatch: pytest.MonkeyPatch) -> KcEnv:
+def dropin_env(kc_env: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     tvm_cache = kc_env.tmp / "tvm-ffi-cache"
     monkeypatch.setenv("TVM_FFI_CACHE_DIR", str(tvm_cache))
-    monkeypatch.delenv("KERNELCACHE_PATCH_TVM_FFI", raising=False)
+    for name in ("KERNELCACHE_PATCH_TVM_FFI", "KERNELCACHE_PATCH", "TVM_FFI_CUDA_ARCH_LIST"):
+        monkeypatch.delenv(name, raising=False)
     yield kc_env
-    from kernelcache import tvm_ffi as dropin
+    from kernelcache import patch
 
-    dropin.uninstall()
+    patch.uninstall("tvm_ffi")
 
 
-def tvm_env(kc_env: KcEnv, **extra: str) -> dict[str, str]:
+def tvm_env(kc_env: Any, **extra: str) -> dict[str, str]:
     """Environment of a subprocess: the isolated caches of this test."""
     return kc_env.env(TVM_FFI_CACHE_DIR=str(kc_env.tmp / "tvm-ffi-cache"), **extra)

@@ -8,16 +8,13 @@ the separator value.
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.kernel("ngram_corpus"), pytest.mark.suite("kernels-cpu", "cpu")]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ngram_reference as R  # noqa: E402
+from . import ngram_reference as R  # noqa: E402
 
 from kernelcache.kernels.ngram_corpus import SEPARATOR_TOKEN, NgramCorpus  # noqa: E402
 

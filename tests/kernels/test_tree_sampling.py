@@ -24,8 +24,9 @@ import pytest
 
 pytestmark = [pytest.mark.suite("kernels-gpu", "gpu-h200")]
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import tree_sampling_reference as R  # noqa: E402
+from kernelcache.kernels.speculative_sampling import checks  # noqa: E402
+
+from . import tree_sampling_reference as R  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 AOT_SO = REPO / ".device" / "aot" / "common_ops.abi3.so"
@@ -352,7 +353,7 @@ def test_cpp_validation_matches_python(monkeypatch):
     import torch
 
     from kernelcache.kernels import speculative_sampling as ss
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     monkeypatch.setenv("KERNELCACHE_CUDA_ARCH", "9.0")
     auto = op.function(op.AUTO_FN_NAME)
@@ -361,7 +362,7 @@ def test_cpp_validation_matches_python(monkeypatch):
     cases = _exhaustive_bad_cases()
     assert len(cases) > 60
     for label, args in cases:
-        want = _raised(op.validate, *args, 1.0, 1.0, True)
+        want = _raised(checks.validate, *args, 1.0, 1.0, True)
         assert want is not None and want[0] in ("TypeError", "ValueError"), (label, want)
         assert _raised(auto, *args, 1.0, 1.0, True) == want, label
         assert _raised(explicit, *args, 1.0, 1.0, True, ws, 1) == want, label
@@ -370,11 +371,11 @@ def test_cpp_validation_matches_python(monkeypatch):
     assert "threshold_acc must be in [0, 1]" in _raised(auto, *args, 1.0, 1.5, True)[1]
     assert "threshold_single must be in [0, 1]" in _raised(auto, *args, float("nan"), 1.0, True)[1]
     # the public function on its fast path (enabled once the module is loaded) raises the same
-    ss._enable_fast_path()
+    op.fast.enable()
     if op.env_allocator_available():
-        assert ss._fast is not None
+        assert op.fast.fn is not None
     for label, args in cases:
-        want = _raised(op.validate, *args, 1.0, 1.0, True)
+        want = _raised(checks.validate, *args, 1.0, 1.0, True)
         got = _raised(ss.tree_speculative_sampling_target_only, *args, 1.0, 1.0, True)
         assert got == want, label
 
@@ -383,7 +384,7 @@ def test_custom_op_mutation_annotations():
     """The torch op marks exactly the four written tensors as mutated (draft_probs included)."""
     import torch
 
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     op.register_op()
     schema = torch.ops.kernelcache.tree_speculative_sampling_target_only.default._schema
@@ -395,14 +396,13 @@ def test_custom_op_mutation_annotations():
 
 _COMPILE_TRACE = r"""
 import sys, numpy as np, torch
-sys.path.insert(0, {tests!r})
-import tree_sampling_reference as R
+from tests.kernels import tree_sampling_reference as R
 from torch._subclasses.fake_tensor import FakeTensorMode
 from kernelcache.kernels import tree_speculative_sampling_target_only as op
 
 inputs = R.make_inputs(np.random.default_rng(0), 2, 4, 3, 32, tree="kary", k=2)
 with FakeTensorMode():  # CUDA tensors without a GPU: tracing only
-    t = {{k: torch.empty(v.shape, dtype=getattr(torch, str(v.dtype)), device="cuda") for k, v in inputs.items()}}
+    t = {k: torch.empty(v.shape, dtype=getattr(torch, str(v.dtype)), device="cuda") for k, v in inputs.items()}
 graphs = []
 def backend(gm, example_inputs):
     graphs.append(gm)
@@ -428,7 +428,7 @@ except Exception as e:
 def test_torch_compile_fullgraph_traces_custom_op_cpu():
     """torch.compile(fullgraph=True) traces the public function into one call of the custom op,
     also when the very first call of the process is being traced; no GPU (fake CUDA tensors)."""
-    code = _COMPILE_TRACE.format(tests=str(Path(__file__).resolve().parent))
+    code = _COMPILE_TRACE
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split()
@@ -729,13 +729,13 @@ def test_bad_inputs_gpu():
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         _call(t, 1.0001, 1.0)
     # device mismatch (CUDA vs CPU) raised identically by the C++ entry point and Python
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     for k in ("predicts", "target_probs", "draft_probs", "uniform_samples_for_final_sampling"):
         t = _torch_inputs("cuda")
         t[k] = t[k].cpu()
         args = [t[n] for n in R.ARG_ORDER]
-        want = _raised(op.validate, *args, 1.0, 1.0, True)
+        want = _raised(checks.validate, *args, 1.0, 1.0, True)
         assert want is not None and want[0] == "ValueError", want
         assert _raised(op.function(op.AUTO_FN_NAME), *args, 1.0, 1.0, True) == want, k
         assert _raised(_call, t) == want, k
@@ -758,7 +758,7 @@ def _call_raw(t, splits, ts=1.0, ta=1.0, det=True):
     """The explicit tvm-ffi entry point: a given split count (1: the fused kernel)."""
     import torch
 
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     bs, V = t["candidates"].shape[0], t["target_probs"].shape[2]
     ws = torch.empty(max(op.workspace_numel(bs, V), 1), dtype=torch.int64, device="cuda")
@@ -789,7 +789,7 @@ def test_fused_and_split_paths_agree(V):
             _call(t, ts, ta, det)
             outs[(det, "public")] = _to_numpy(t)
             t = _to_torch(inputs)
-            from kernelcache.kernels import speculative_sampling_op as op
+            from kernelcache.kernels.speculative_sampling import call as op
 
             op.register_op()(*(t[k] for k in R.ARG_ORDER), ts, ta, det)
             outs[(det, "op")] = _to_numpy(t)
@@ -810,7 +810,7 @@ def test_fast_path_is_taken_and_other_routes_use_the_op():
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from kernelcache.kernels import speculative_sampling as ss
-    from kernelcache.kernels import speculative_sampling_op as op
+    from kernelcache.kernels.speculative_sampling import call as op
 
     inputs = R.make_inputs(np.random.default_rng(8), 4, 8, 4, 32000, tree="kary", k=2, target="peaky")
     ref, infos = R.run_reference(inputs)
@@ -818,7 +818,7 @@ def test_fast_path_is_taken_and_other_routes_use_the_op():
     _compare(out, ref, infos, "fast path")
     if not op.env_allocator_available():
         pytest.skip("torch has no DLPack C exchange API here: calls take the general path")
-    assert ss._fast is not None
+    assert op.fast.fn is not None
 
     seen = []
 

@@ -8,7 +8,7 @@ import textwrap
 import time
 
 import kernelcache as kc
-from conftest import REPO, project_spec, replace_file, spec_code
+from tests.support import REPO, project_spec, replace_file, spec_code
 
 
 def test_explain_names_what_changed(kc_env, project):
@@ -51,7 +51,7 @@ def test_prune_evicts_without_breaking_a_process_that_uses_the_entry(kc_env, pro
 
 
 def test_prune_by_age_keeps_recent_entries(kc_env, tmp_path):
-    from conftest import make_project
+    from tests.support import make_project
 
     old = make_project(tmp_path / "old", offset=1)
     new = make_project(tmp_path / "new", offset=2)

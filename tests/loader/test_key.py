@@ -8,7 +8,7 @@ from pathlib import Path
 
 import kernelcache as kc
 from kernelcache import toolchain
-from conftest import make_project, project_spec, spec_code
+from tests.support import make_project, project_spec, spec_code
 
 
 def test_key_is_identical_across_hash_seeds(kc_env, project):
@@ -107,8 +107,8 @@ def test_compiler_flags_env_and_abi_changes_miss(kc_env, project, monkeypatch, t
 def test_tvm_ffi_version_is_part_of_the_key(kc_env, project, monkeypatch):
     base_key = _key(project_spec(project))
     real = toolchain.tvm_ffi_paths()
-    monkeypatch.setattr(toolchain, "_tvm_paths", toolchain.TvmFfiPaths(
-        real.package_dir, real.include_dir, real.lib_path, real.version + ".post99"))
+    other = toolchain.TvmFfiPaths(real.package_dir, real.include_dir, real.lib_path, real.version + ".post99")
+    monkeypatch.setattr(toolchain, "tvm_ffi_paths", lambda memo_dir=None: other)
     assert _key(project_spec(project)) != base_key
 
 

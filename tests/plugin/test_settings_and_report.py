@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.support import REPO
 
 TESTS_DIR = REPO / "tests"
 PLUGIN_DIR = REPO / "kernelcache" / "pytest_plugin"
@@ -17,17 +17,11 @@ PLUGIN_DIR = REPO / "kernelcache" / "pytest_plugin"
 ONE_TEST = "def test_x(): pass\n"
 
 
-def _repo_conftest():
-    """tests/conftest.py as a plain module (its tiny-kernel helpers), under a name of its own."""
-    import importlib.util
-    import sys
+def _support():
+    """tests/support.py (the tiny-kernel helpers)."""
+    from tests import support
 
-    mod = sys.modules.get("kc_repo_conftest")
-    if mod is None:
-        spec = importlib.util.spec_from_file_location("kc_repo_conftest", TESTS_DIR / "conftest.py")
-        mod = sys.modules["kc_repo_conftest"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    return mod
+    return support
 
 
 def _options(report: Path) -> dict:
@@ -255,8 +249,8 @@ from pathlib import Path
 import pytest
 import kernelcache as kc
 
-_spec = importlib.util.spec_from_file_location("kc_repo_conftest", {conftest!r})
-_conf = sys.modules["kc_repo_conftest"] = importlib.util.module_from_spec(_spec)
+_spec = importlib.util.spec_from_file_location("kc_test_support", {support!r})
+_conf = sys.modules["kc_test_support"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_conf)
 SPEC = _conf.project_spec(Path({project!r}), name="lazy_adder")
 
@@ -269,9 +263,9 @@ def test_lazy(i):
 
 
 def test_kernel_loaded_only_inside_tests_appears_per_kernel_under_xdist(kcp, monkeypatch):
-    project = _repo_conftest().make_project(kcp.path / "lazyproj")
+    project = _support().make_project(kcp.path / "lazyproj")
     kcp.ini()
-    kcp.pytester.makepyfile(test_lazy=LAZY_TESTS.format(conftest=str(TESTS_DIR / "conftest.py"),
+    kcp.pytester.makepyfile(test_lazy=LAZY_TESTS.format(support=str(TESTS_DIR / "support.py"),
                                                          project=str(project)))
     summary = kcp.path / "step-summary.md"
     summary.write_text("earlier step\n")

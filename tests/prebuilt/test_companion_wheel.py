@@ -40,10 +40,11 @@ def test_fresh_venv_without_compiler_uses_companion_wheel(tmp_path):
     pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(REPO / "ci" / "constraints.txt")]
     _run([*pip, str(REPO), whl, "pytest"], env=env, timeout=900)
     # 3. no compiler anywhere: PATH holds only the venv's bin
-    tests = tmp_path / "tests"
-    tests.mkdir()
-    for name in ("conftest.py", "kernels/ngram_reference.py", "kernels/test_ngram_corpus.py"):
-        shutil.copy(TESTS / name, tests / Path(name).name)
+    tests = tmp_path / "tests"  # the same package layout: conftest, support, kernels/
+    for name in ("__init__.py", "conftest.py", "support.py", "kernels/__init__.py", "kernels/ngram_reference.py",
+                 "kernels/test_ngram_corpus.py"):
+        (tests / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(TESTS / name, tests / name)
     cache = tmp_path / "serving-cache"
     serving_env = {
         "PATH": str(venv / "bin"), "HOME": str(tmp_path), "CXX": "/bin/false", "CC": "/bin/false",

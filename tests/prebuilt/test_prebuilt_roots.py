@@ -11,7 +11,7 @@ import pytest
 import kernelcache as kc
 from kernelcache import export, manifest
 from kernelcache.storage.entry import Entry
-from conftest import make_project, project_spec, spec_code
+from tests.support import make_project, project_spec, spec_code
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import kernelcache as kc
-from conftest import project_spec
+from tests.support import project_spec
 
 
 def test_syntax_error_raises_build_error_and_retry_after_fix_builds(kc_env, project):

@@ -7,7 +7,7 @@ import pytest
 
 import kernelcache as kc
 from kernelcache import toolchain
-from conftest import make_project, manifest, project_spec, replace_file, spec_code
+from tests.support import make_project, manifest, project_spec, replace_file, spec_code
 
 
 def _only_entry(kc_env):

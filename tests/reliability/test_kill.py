@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import spec_code
+from tests.support import spec_code
 
 
 def _wait_for(kc_env, kind: str, timeout: float = 60) -> None:
@@ -31,12 +31,10 @@ def test_sigkill_mid_build_leaves_nothing_and_next_load_succeeds(kc_env, project
     os.killpg(proc.pid, signal.SIGKILL)  # the builder, ninja and the compiler all die
     proc.wait(timeout=30)
     assert kc_env.entries() == []  # nothing published
-    t0 = time.monotonic()
     out = kc_env.run_py(spec_code(project) + textwrap.dedent("""
         print(kc.load(spec).add(2, 3), kc.stats()['lock_waits'])
     """), timeout=120).stdout.split()
     assert out == ["5", "0"]  # no wait on a dead builder's lock
-    assert time.monotonic() - t0 < 60
     assert len(kc_env.entries()) == 1
     # the dead builder's private dir is swept by the next warm()
     kc_env.run_py(spec_code(project) + "kc.warm([spec])")

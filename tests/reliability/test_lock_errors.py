@@ -5,12 +5,11 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 
 
 import kernelcache as kc
 from kernelcache import lock
-from conftest import project_spec, spec_code
+from tests.support import project_spec, spec_code
 
 
 def _lock_file(kc_env, project):
@@ -24,9 +23,8 @@ def _lock_file(kc_env, project):
 def test_lock_path_is_a_directory_builds_privately(kc_env, project):
     lf = _lock_file(kc_env, project)
     lf.mkdir(parents=True)  # EISDIR
-    t0 = time.monotonic()
     assert kc.load(project_spec(project)).add(1, 2) == 3
-    assert time.monotonic() - t0 < 60 and kc.stats()["lock_waits"] == 0
+    assert kc.stats()["lock_waits"] == 0 and kc.stats()["builds"] == 1  # built at once, privately
 
 
 def test_lock_dir_is_a_file_builds_privately(kc_env, project, monkeypatch):
@@ -39,21 +37,18 @@ def test_lock_dir_is_a_file_builds_privately(kc_env, project, monkeypatch):
 def test_lock_dir_permission_denied_builds_privately(kc_env, project, monkeypatch):
     # /sys refuses file creation even to root (EACCES), a real permission error.
     monkeypatch.setenv("KERNELCACHE_LOCK_DIR", "/sys/kernelcache-locks")
-    t0 = time.monotonic()
     assert kc.load(project_spec(project)).add(4, 4) == 8
-    assert time.monotonic() - t0 < 60
+    assert kc.stats()["lock_waits"] == 0 and kc.stats()["builds"] == 1
 
 
 def test_waiter_logs_holder_and_deadline_ends_wait(kc_env, project):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {str(kc_env.tmp.parent)!r})
         from kernelcache.lock import single_flight
         from pathlib import Path
         import kernelcache as kc
         from kernelcache import key, plan
-        sys.path.insert(0, {str(__import__('conftest').__file__.rsplit('/', 1)[0])!r})
-        from conftest import project_spec
+        from tests.support import project_spec
         s = kc.Settings.from_env()
         l1 = key.level1(plan.make_plan(project_spec(Path({str(project)!r})), s), s)
         with single_flight(l1.key, "adder", s):
@@ -63,18 +58,15 @@ def test_waiter_logs_holder_and_deadline_ends_wait(kc_env, project):
     try:
         assert holder.stdout.readline().strip() == "held"
         log = kc_env.tmp / "events.jsonl"
-        t0 = time.monotonic()
         proc = kc_env.run_py(spec_code(project) + textwrap.dedent("""
             try:
                 kc.load(spec)
             except kc.LockTimeout as e:
                 print("TIMEOUT", e.holder)
         """), check=False, KERNELCACHE_LOCK_TIMEOUT="2", KERNELCACHE_LOG=str(log))
-        elapsed = time.monotonic() - t0
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("TIMEOUT"), proc.stdout + proc.stderr
         assert f"pid {holder.pid}" in proc.stdout
-        assert elapsed < 30
         events = [json.loads(l) for l in log.read_text().splitlines()]
         waits = [e for e in events if e["event"] == "lock_wait_start"]
         assert waits and f"pid {holder.pid}" in waits[0]["holder"]

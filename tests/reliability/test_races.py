@@ -6,7 +6,7 @@ import sys
 import textwrap
 import time
 
-from conftest import spec_code
+from tests.support import spec_code
 
 
 def _spawn(kc_env, code: str, **env) -> subprocess.Popen:

@@ -10,7 +10,7 @@ import pytest
 
 import kernelcache as kc
 from kernelcache import key, lock, manifest, plan, toolchain
-from conftest import make_project, project_spec, spec_code
+from tests.support import make_project, project_spec, spec_code
 
 
 def _key1(spec) -> str:
@@ -24,9 +24,8 @@ def test_orphaned_lock_artifacts_of_a_dead_builder_do_not_block(kc_env, project)
     lf.parent.mkdir(parents=True, exist_ok=True)
     lf.write_text("")
     Path(str(lf) + ".holder").write_text(json.dumps({"pid": 999999, "host": "gone", "since": time.time() - 3600}))
-    t0 = time.monotonic()
     assert kc.load(project_spec(project)).add(1, 1) == 2
-    assert time.monotonic() - t0 < 60 and kc.stats()["lock_waits"] == 0
+    assert kc.stats()["lock_waits"] == 0 and kc.stats()["builds"] == 1
     assert lf.exists()  # #29: lock files are never unlinked
 
 

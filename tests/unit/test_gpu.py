@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from kernelcache import gpu
+from kernelcache import gpu, reset_process_state
 from kernelcache.errors import ToolchainError
 
 
@@ -44,9 +44,9 @@ def fake_smi(tmp_path, monkeypatch):
     smi.write_text(FAKE_SMI)
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{smi.parent}:/usr/bin:/bin")
-    gpu._memo.clear()
+    reset_process_state()
     yield
-    gpu._memo.clear()
+    reset_process_state()
 
 
 def test_detection_honours_cuda_visible_devices(fake_smi):
@@ -68,7 +68,7 @@ def test_target_archs_fall_back_to_visible_gpus(fake_smi, monkeypatch):
 
 def test_no_gpu_no_arch_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    gpu._memo.clear()
+    reset_process_state()
     assert gpu.detect_gpus()["note"] == "nvidia-smi not found"
     with pytest.raises(ToolchainError, match="KERNELCACHE_CUDA_ARCH"):
         gpu.target_archs(None)
@@ -79,9 +79,9 @@ def test_hung_nvidia_smi_is_bounded(tmp_path, monkeypatch):
     smi.write_text("#!/bin/sh\nexec sleep 30\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    gpu._memo.clear()
+    reset_process_state()
     out = gpu.detect_gpus(timeout=0.5)
-    gpu._memo.clear()
+    reset_process_state()
     assert out["count"] == 0 and "timed out" in out["note"]
 
 

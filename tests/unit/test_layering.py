@@ -76,3 +76,56 @@ def test_os_environ_is_written_in_one_place_only():
 def test_modules_stay_small():
     big = {str(p.relative_to(PKG.parent)): n for p in _py_files() if (n := len(p.read_text().splitlines())) > 420}
     assert big == {}, big
+
+
+def test_shipped_kernels_read_no_environment():
+    """Kernels take settings (``kernels.configure`` / ``spec(settings)``): no ``os.environ``,
+    ``os.getenv`` or ``Settings.from_env`` under kernelcache/kernels/."""
+    offenders = []
+    for path in sorted((PKG / "kernels").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (_is_environ(node) or (isinstance(node, ast.Attribute) and node.attr in ("getenv", "from_env"))):
+                offenders.append(f"{path.relative_to(PKG.parent)}:{node.lineno}")
+    assert offenders == [], "environment read under kernels/: " + ", ".join(offenders)
+
+
+def test_every_shipped_kernel_has_the_same_shape_and_takes_settings(tmp_path):
+    import inspect
+
+    import kernelcache as kc
+    from kernelcache import kernels
+
+    s = kc.Settings.from_env({"KERNELCACHE_DIR": str(tmp_path)})
+    for name, package in kernels.KERNEL_PACKAGES.items():
+        d = PKG.parent / Path(*package.split("."))
+        assert {"__init__.py", "spec.py", "checks.py", "call.py"} <= {p.name for p in d.glob("*.py")}, name
+        spec_mod = __import__(package + ".spec", fromlist=["spec"])
+        assert "settings" in inspect.signature(spec_mod.spec).parameters, name
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("flashinfer") is None:
+            pytest.skip("flashinfer headers are not installed")
+        specs = kernels.shipped_specs(settings=s)
+    except kc.ToolchainError as e:
+        pytest.skip(f"a shipped kernel's headers are missing here: {e}")
+    assert set(specs) == set(kernels.shipped_kernel_names())
+
+
+def test_kernels_use_the_configured_settings(tmp_path):
+    """``kernels.configure(s)``: a spec finds its headers through ``s``, not the environment."""
+    import kernelcache as kc
+    from kernelcache import kernels
+    from kernelcache.kernels.speculative_sampling import flashinfer_include_dir
+
+    (tmp_path / "flashinfer").mkdir()
+    (tmp_path / "flashinfer" / "sampling.cuh").write_text("// stub\n")
+    s = kc.Settings.from_env({"KERNELCACHE_DIR": str(tmp_path / "c"), "KERNELCACHE_FLASHINFER_INCLUDE": str(tmp_path)})
+    try:
+        kernels.configure(s)
+        assert kernels.configured() is s and flashinfer_include_dir() == str(tmp_path.resolve())
+        with pytest.raises(TypeError, match="Settings or None"):
+            kernels.configure({"cache_dir": "x"})
+    finally:
+        kc.reset_process_state()
+    assert kernels.configured() is None

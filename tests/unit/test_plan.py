@@ -5,7 +5,7 @@ import pytest
 
 import kernelcache as kc
 from kernelcache import key, plan
-from conftest import project_spec
+from tests.support import project_spec
 
 
 def _settings(tmp_path, **kw):
@@ -23,7 +23,7 @@ def test_keyed_commands_are_the_run_commands(tmp_path, project):
 
 
 def test_checkout_path_is_not_in_the_key(tmp_path):
-    from conftest import make_project
+    from tests.support import make_project
 
     s = _settings(tmp_path)
     a = make_project(tmp_path / "a")

@@ -68,10 +68,9 @@ def test_deprecated_name_still_works_with_a_warning():
 def test_load_uses_explicit_settings_not_the_environment(tmp_path, project):
     """A process whose environment says NO_BUILD still builds when handed settings that allow it."""
     code = f"""
-import sys; sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from pathlib import Path
 import kernelcache as kc
-from conftest import project_spec
+from tests.support import project_spec
 s = kc.Settings.from_env().replace(no_build=False, cache_dir=Path({str(tmp_path / 'explicit')!r}))
 print(kc.load(project_spec(Path({str(project)!r})), settings=s).add(1, 2))
 try:

@@ -6,15 +6,13 @@ import pytest
 import kernelcache as kc
 from kernelcache import manifest, validate
 from kernelcache.storage.entry import Entry
-from conftest import project_spec, replace_file
+from tests.support import project_spec, replace_file
 
 
 @pytest.fixture
-def built(kc_env, project):
-    spec = project_spec(project)
-    kc.load(spec)
-    path = kc_env.entries()[0]
-    return spec, Entry(path, manifest.read(path))
+def built(built_adder):
+    """The session's adder entry, with a fresh Entry/Manifest object (tests edit the object)."""
+    return built_adder.spec, Entry(built_adder.entry_dir, manifest.read(built_adder.entry_dir))
 
 
 def test_compare_learned_and_given():

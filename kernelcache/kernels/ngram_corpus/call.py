@@ -1,8 +1,7 @@
-"""N-gram corpus: the draft proposer for n-gram speculative decoding.
+"""The call path of the n-gram corpus: the native module and ``NgramCorpus`` on top of it.
 
-Python API compatible with SGLang 0.5.23's ``NgramCorpus`` (see ``docs/ngram_corpus.md`` for
-usage and for every deliberate difference). The native core (C++ under
-``kernelcache/csrc/ngram_corpus``) is built and loaded through ``kernelcache.load`` on the first
+The native core (C++ under ``kernelcache/csrc/ngram_corpus``) is built and loaded through
+``kernelcache.load`` (with ``kernelcache.kernels.configure``'s settings) on the first
 ``NgramCorpus`` construction; importing this module builds nothing.
 """
 from __future__ import annotations
@@ -11,24 +10,14 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from ..spec import KernelSpec
-from .ngram_tokens import (  # noqa: F401  (re-exported: the SGLang-compatible module surface)
-    DEFAULT_CHUNK_SIZE, SEPARATOR_TOKEN, _as_int, _to_csr, _token_array, iter_external_corpus_chunks,
-)
-
-__all__ = [
-    "NgramCorpus",
-    "iter_external_corpus_chunks",
-    "spec",
-    "SEPARATOR_TOKEN",
-    "DEFAULT_CHUNK_SIZE",
-    "DEFAULT_MAX_MATCH_STATES",
-]
+from ... import process_state
+from .. import config
+from .checks import INT32_MAX, as_int, to_csr, token_array
+from .spec import spec
 
 logger = logging.getLogger(__name__)
 
@@ -37,51 +26,35 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_MATCH_STATES = 65536
 #: Largest accepted draft_token_num (the mask alone is d*d int64 per request).
 MAX_DRAFT_TOKEN_NUM = 4096
-
-_INT32_MIN = -(2**31)
-_INT32_MAX = 2**31 - 1
-_MATCH_TYPES = {"BFS": 0, "PROB": 1}
-
-_CSRC = Path(__file__).resolve().parent.parent / "csrc"
-_SOURCES = [
-    "ngram_corpus/trie.cc",
-    "ngram_corpus/sam.cc",
-    "ngram_corpus/draft.cc",
-    "ngram_corpus/corpus.cc",
-    "ngram_corpus/ngram_corpus_ffi.cc",
-]
+MATCH_TYPES = {"BFS": 0, "PROB": 1}
 
 
-def spec() -> KernelSpec:
-    """The KernelSpec of the native n-gram corpus module."""
-    return KernelSpec(
-        name="ngram_corpus",
-        sources=list(_SOURCES),
-        root=_CSRC,
-        include_dirs=["ngram_corpus"],
-        cflags=["-std=c++20", "-O3"],
-        functions={
-            "ngram_corpus_create": "Callable[[int, int, int, int, int, int, int], Object]",
-        },
-        backend="cpu",
-    )
+class Native:
+    """The loaded native module of this process (None until the first NgramCorpus)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.module: Any = None
+
+    def get(self) -> Any:
+        mod = self.module
+        if mod is None:
+            with self.lock:
+                if self.module is None:
+                    import kernelcache
+
+                    settings = config.configured()
+                    self.module = kernelcache.load(spec(settings), settings=settings)
+                mod = self.module
+        return mod
+
+    def reset(self) -> None:
+        with self.lock:
+            self.module = None
 
 
-_module: Any = None
-_module_lock = threading.Lock()
-
-
-def _native() -> Any:
-    global _module
-    mod = _module
-    if mod is None:
-        with _module_lock:
-            if _module is None:
-                import kernelcache
-
-                _module = kernelcache.load(spec())
-            mod = _module
-    return mod
+native = Native()
+process_state.register("kernels.ngram_corpus.native", native.reset)
 
 
 class NgramCorpus:
@@ -104,15 +77,15 @@ class NgramCorpus:
         *,
         max_match_states: int = DEFAULT_MAX_MATCH_STATES,
     ) -> None:
-        D = _as_int("max_trie_depth", max_trie_depth)
-        bmin = _as_int("min_bfs_breadth", min_bfs_breadth)
-        bmax = _as_int("max_bfs_breadth", max_bfs_breadth)
-        d = _as_int("draft_token_num", draft_token_num)
-        cap = _as_int("capacity", capacity)
-        sam_budget = _as_int("external_sam_budget", external_sam_budget)
-        max_tokens = _as_int("external_corpus_max_tokens", external_corpus_max_tokens)
-        max_states = _as_int("max_match_states", max_match_states)
-        if not isinstance(match_type, str) or match_type not in _MATCH_TYPES:
+        D = as_int("max_trie_depth", max_trie_depth)
+        bmin = as_int("min_bfs_breadth", min_bfs_breadth)
+        bmax = as_int("max_bfs_breadth", max_bfs_breadth)
+        d = as_int("draft_token_num", draft_token_num)
+        cap = as_int("capacity", capacity)
+        sam_budget = as_int("external_sam_budget", external_sam_budget)
+        max_tokens = as_int("external_corpus_max_tokens", external_corpus_max_tokens)
+        max_states = as_int("max_match_states", max_match_states)
+        if not isinstance(match_type, str) or match_type not in MATCH_TYPES:
             raise ValueError(f"match_type must be 'BFS' or 'PROB', got {match_type!r}")
         if D <= 1:
             raise RuntimeError(f"max_trie_depth must be greater than 1, got {D}")
@@ -127,15 +100,15 @@ class NgramCorpus:
         if d > MAX_DRAFT_TOKEN_NUM:
             raise ValueError(f"draft_token_num must be <= {MAX_DRAFT_TOKEN_NUM}, got {d}")
         for name, v in (("max_trie_depth", D), ("max_bfs_breadth", bmax), ("external_sam_budget", sam_budget)):
-            if v > _INT32_MAX:
+            if v > INT32_MAX:
                 raise ValueError(f"{name} is too large: {v}")
         if cap <= D:
             raise ValueError(
                 f"capacity ({cap}) must be greater than max_trie_depth ({D}): the root takes one "
                 "node and every window of up to max_trie_depth tokens must fit in the pool"
             )
-        if cap > _INT32_MAX - 1:
-            raise ValueError(f"capacity must be at most {_INT32_MAX - 1}, got {cap}")
+        if cap > INT32_MAX - 1:
+            raise ValueError(f"capacity must be at most {INT32_MAX - 1}, got {cap}")
         if sam_budget < 0:
             raise ValueError(f"external_sam_budget must be >= 0, got {sam_budget}")
         if max_states < 1:
@@ -150,7 +123,7 @@ class NgramCorpus:
         self.external_sam_budget = sam_budget
         self.external_corpus_max_tokens = max_tokens
         self.max_match_states = max_states
-        self._obj = _native().ngram_corpus_create(D, bmin, bmax, d, _MATCH_TYPES[match_type], cap, sam_budget)
+        self._obj = native.get().ngram_corpus_create(D, bmin, bmax, d, MATCH_TYPES[match_type], cap, sam_budget)
         self._lock = threading.Lock()  # req-id map + the native calls that use state ids
         self._req_to_state: "OrderedDict[Any, int]" = OrderedDict()
         self._next_state_id = 0
@@ -159,7 +132,7 @@ class NgramCorpus:
     # -- trie -----------------------------------------------------------------------------------
     def batch_put(self, batch_tokens: List[List[int]]) -> None:
         """Queue sequences for insertion (asynchronous; see synchronize())."""
-        flat, offsets, _ = _to_csr(batch_tokens)
+        flat, offsets, _ = to_csr(batch_tokens)
         self._obj.async_insert(flat, offsets)
 
     def synchronize(self) -> None:
@@ -199,7 +172,7 @@ class NgramCorpus:
         d = self.draft_token_num
         if n == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        flat, offsets, lens = _to_csr(batch_tokens)
+        flat, offsets, lens = to_csr(batch_tokens)
         if n != len(lens):
             raise ValueError("batch_tokens has an unexpected shape")
         if 0 in lens:
@@ -252,7 +225,7 @@ class NgramCorpus:
         parts: List[np.ndarray] = []
         total = 0
         for chunk in chunks:
-            arr = _token_array(chunk)
+            arr = token_array(chunk)
             if total + len(arr) > remaining:
                 raise ValueError(
                     f"External ngram corpus exceeds the remaining token budget ({remaining} tokens left of "
@@ -267,7 +240,7 @@ class NgramCorpus:
         return int(self._obj.add_external_corpus(corpus_id, tokens))
 
     def commit_external_corpus_load(self, corpus_id: str, loaded_token_count: int) -> None:
-        self._committed[corpus_id] = _as_int("loaded_token_count", loaded_token_count)
+        self._committed[corpus_id] = as_int("loaded_token_count", loaded_token_count)
 
     def remove_external_corpus(self, corpus_id: str) -> None:
         if not isinstance(corpus_id, str):

@@ -1,7 +1,7 @@
-"""Token conversion for the n-gram corpus: Python lists / NumPy arrays -> int32 CSR, and the
-external-corpus reader (JSONL documents -> token chunks).
+"""The bad-input contract of the n-gram corpus: token conversion (Python lists / NumPy arrays ->
+int32 CSR), integer arguments, and the external-corpus reader (JSONL documents -> token chunks).
 
-Kept apart from ``ngram_corpus`` because every call converts its input here first; the rules
+Kept apart from the call path because every call converts its input here first; the rules
 (int32 range, integer dtypes only, clear TypeErrors) are the bad-input contract of the API.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 
 SEPARATOR_TOKEN = -(2**31)
 DEFAULT_CHUNK_SIZE = 4096
-_INT32_MIN = -(2**31)
-_INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
 
 # -- input conversion -------------------------------------------------------------------------
 _OVERFLOW_MSG = "value cannot be converted to type int32 without overflow"
@@ -26,7 +26,7 @@ _OVERFLOW_MSG = "value cannot be converted to type int32 without overflow"
 
 def _check_int32(arr: np.ndarray) -> np.ndarray:
     """int64/any-int array -> contiguous int32 array; out-of-range -> RuntimeError (as the reference)."""
-    if arr.size and (int(arr.min()) < _INT32_MIN or int(arr.max()) > _INT32_MAX):
+    if arr.size and (int(arr.min()) < INT32_MIN or int(arr.max()) > INT32_MAX):
         raise RuntimeError(_OVERFLOW_MSG)
     return np.ascontiguousarray(arr, dtype=np.int32)
 
@@ -36,7 +36,7 @@ def _array_tokens(a: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(a.reshape(-1))
     if a.dtype.kind not in "iub":
         raise TypeError(f"token arrays must have an integer dtype, got {a.dtype}")
-    if a.dtype.kind == "u" and a.size and int(a.max()) > _INT32_MAX:
+    if a.dtype.kind == "u" and a.size and int(a.max()) > INT32_MAX:
         raise RuntimeError(_OVERFLOW_MSG)
     return _check_int32(a.reshape(-1).astype(np.int64, copy=False))
 
@@ -51,7 +51,7 @@ def _iter_tokens(it: Iterable[Any], count: int) -> np.ndarray:
         raise TypeError(f"tokens must be integers ({e})") from None
 
 
-def _token_array(seq: Any) -> np.ndarray:
+def token_array(seq: Any) -> np.ndarray:
     """One token sequence -> int32 array."""
     if isinstance(seq, np.ndarray):
         if seq.ndim != 1:
@@ -62,7 +62,7 @@ def _token_array(seq: Any) -> np.ndarray:
     return _iter_tokens(seq, len(seq))
 
 
-def _to_csr(batch_tokens: Any) -> Tuple[np.ndarray, np.ndarray, List[int]]:
+def to_csr(batch_tokens: Any) -> Tuple[np.ndarray, np.ndarray, List[int]]:
     """List of token sequences -> (flat int32 tokens, int64 offsets [n+1], lengths)."""
     if isinstance(batch_tokens, np.ndarray):
         if batch_tokens.ndim != 2:
@@ -87,7 +87,7 @@ def _to_csr(batch_tokens: Any) -> Tuple[np.ndarray, np.ndarray, List[int]]:
     if kinds <= _PLAIN_SEQS:
         flat = _iter_tokens(itertools.chain.from_iterable(seqs), int(offsets[-1]))
     else:
-        parts = [_token_array(s) for s in seqs]  # type checks per sequence (str, ndim, dtype)
+        parts = [token_array(s) for s in seqs]  # type checks per sequence (str, ndim, dtype)
         flat = np.concatenate(parts) if n > 1 else parts[0]
     return flat, offsets, lens
 
@@ -95,7 +95,7 @@ def _to_csr(batch_tokens: Any) -> Tuple[np.ndarray, np.ndarray, List[int]]:
 _PLAIN_SEQS = frozenset({list, tuple, range})
 
 
-def _as_int(name: str, value: Any) -> int:
+def as_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     return int(value)

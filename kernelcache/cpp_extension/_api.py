@@ -1,0 +1,208 @@
+"""``load`` / ``load_inline`` with ``torch.utils.cpp_extension``'s signatures, built and cached by
+kernelcache's loader (public API: ``KernelSpec`` + ``load_with_result``).
+
+The translator turns torch's arguments into a ``KernelSpec`` whose flags are the ones torch
+would use (``_flags``), of kind ``torch_python`` (pybind11 module), ``torch_library``
+(``is_python_module=False``: loaded into the process, its ``TORCH_LIBRARY`` ops appear in
+``torch.ops``, the path is returned) or ``executable`` (``is_standalone=True``: the path is
+returned). The loader does the rest: content keys over every header the compiler read, one
+flock per key (a killed builder leaves nothing to wait on), immutable entries, checks before
+import. Where torch's semantics and the cache differ, see docs/torch_cpp_extension_dropin.md.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BuildError
+from ..spec import KernelSpec
+from . import _flags
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import Settings
+
+CPP_FILE = "main.cpp"
+CUDA_FILE = "cuda.cu"
+
+
+class ExtensionBuildError(BuildError):
+    """A failed build, worded like torch's (``Error building extension 'name': ...``).
+
+    A ``RuntimeError`` (what torch raises) and a ``kernelcache.BuildError`` (command, compiler
+    output, exit status). Nothing is cached for a failed build: fix the cause and call again.
+    """
+
+    def __init__(self, name: str, err: BuildError):
+        self.spec_name, self.command, self.output, self.returncode = name, err.command, err.output, err.returncode
+        RuntimeError.__init__(self, f"Error building extension '{name}' (exit {err.returncode}).\n"
+                                    f"command: {err.command}\n{err.output.rstrip()}")
+
+
+def _settings(settings: "Settings | None") -> "Settings":
+    if settings is not None:
+        return settings
+    from ..settings import Settings
+
+    return Settings.from_env()
+
+
+def _list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
+def _strip(value: Any) -> list[str]:
+    return [f.strip() for f in _list(value)]
+
+
+def _kind(is_python_module: bool, is_standalone: bool) -> str:
+    if is_python_module and is_standalone:
+        raise ValueError("`is_python_module` and `is_standalone` are mutually exclusive.")
+    return "executable" if is_standalone else ("torch_python" if is_python_module else "torch_library")
+
+
+def make_spec(name: str, sources: list[str], *, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
+              extra_include_paths=None, with_cuda: bool | None = None, is_python_module: bool = True,
+              is_standalone: bool = False, settings: "Settings | None" = None) -> KernelSpec:
+    """The KernelSpec for a ``load`` call (sources rooted at their common directory)."""
+    kind = _kind(is_python_module, is_standalone)
+    paths = [Path(p).expanduser().resolve() for p in sources]
+    if not paths:
+        raise ValueError(f"extension {name!r}: no sources given")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise ExtensionBuildError(name, BuildError(name, "<sources>", "source file(s) not found: "
+                                                   + ", ".join(missing), None))
+    if with_cuda is None:
+        with_cuda = any(_flags.is_cuda_file(str(p)) for p in paths)
+    s = _settings(settings)
+    lines = _flags.lines(s.memo_dir, name, [str(p) for p in paths], _strip(extra_cflags),
+                         _strip(extra_cuda_cflags), _strip(extra_ldflags), _strip(extra_include_paths),
+                         bool(with_cuda), is_standalone)
+    root = Path(os.path.commonpath([str(p.parent) for p in paths]))
+    return KernelSpec(
+        name=name, sources=[str(p.relative_to(root)) for p in paths], root=root,
+        include_dirs=lines.user_includes, system_include_dirs=lines.system_includes,
+        cflags=lines.cflags, cuda_cflags=lines.cuda_cflags, ldflags=lines.ldflags,
+        backend="cuda" if any(p.suffix == ".cu" for p in paths) else "cpu",
+        kind=kind, abi=_flags.abi(kind),
+    )
+
+
+def inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling: bool,
+                 no_implicit_headers: bool) -> dict[str, bytes]:
+    """``main.cpp`` (and ``cuda.cu``) with exactly the text torch's ``load_inline`` writes."""
+    cpp = _list(cpp_sources)
+    cuda = _list(cuda_sources)
+    if not no_implicit_headers:
+        cpp.insert(0, "#include <torch/extension.h>")
+    if functions is not None:
+        if isinstance(functions, str):
+            functions = [functions]
+        if isinstance(functions, list):
+            functions = {f: f for f in functions}
+        elif not isinstance(functions, dict):
+            raise ValueError(f"Expected 'functions' to be a list or dict, but was {type(functions)}")
+        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+        for fn, doc in functions.items():
+            target = f"torch::wrap_pybind_function({fn})" if with_pytorch_error_handling else fn
+            cpp.append(f'm.def("{fn}", {target}, "{doc}");')
+        cpp.append("}")
+    files = {CPP_FILE: "\n".join(cpp).encode()}
+    if cuda:
+        if not no_implicit_headers:
+            cuda[:0] = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
+        files[CUDA_FILE] = "\n".join(cuda).encode()
+    return files
+
+
+def _verbose(name: str, res: Any) -> None:
+    print(f"kernelcache: extension {name}: {res.status} ({res.reason or 'cached'}) {res.so_path}", flush=True)
+
+
+def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool) -> Any:
+    import kernelcache
+
+    try:
+        mod, res = kernelcache.load_with_result(spec, settings)
+    except BuildError as e:
+        if isinstance(e, ExtensionBuildError):
+            raise
+        raise ExtensionBuildError(spec.name, e) from e
+    from .. import events
+
+    events.emit("extension_loaded", name=spec.name, kind=spec.kind, status=res.status)
+    if verbose:
+        _verbose(spec.name, res)
+    return mod
+
+
+def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None,
+         extra_include_paths=None, build_directory=None, verbose=False, with_cuda: bool | None = None,
+         with_sycl: bool | None = None, is_python_module=True, is_standalone=False, keep_intermediates=True,
+         *, settings: "Settings | None" = None):
+    """Build (or find in the cache), validate and load a torch C++/CUDA extension.
+
+    Same arguments and results as ``torch.utils.cpp_extension.load``: a pybind11 module, the
+    library path (``is_python_module=False``, loaded into the process) or the executable path
+    (``is_standalone=True``). ``build_directory``, ``keep_intermediates`` and
+    ``TORCH_EXTENSIONS_DIR`` do not decide where the build happens (entries are immutable and
+    content-addressed under the kernelcache dir); SYCL sources are handed to torch unchanged.
+    """
+    if with_sycl or _list(extra_sycl_cflags) or any(str(s).endswith(".sycl") for s in _list(sources)):
+        return _original("load")(name, sources, extra_cflags, extra_cuda_cflags, extra_sycl_cflags, extra_ldflags,
+                                 extra_include_paths, build_directory, verbose, with_cuda, with_sycl,
+                                 is_python_module, is_standalone, keep_intermediates)
+    s = _settings(settings)
+    spec = make_spec(name, _list(sources), extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+                     extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths, with_cuda=with_cuda,
+                     is_python_module=is_python_module, is_standalone=is_standalone, settings=s)
+    return _load_spec(spec, s, verbose)
+
+
+def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
+                extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                build_directory=None, verbose=False, with_cuda=None, with_sycl=None, is_python_module=True,
+                with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
+                no_implicit_headers=False, *, settings: "Settings | None" = None):
+    """Like :func:`load`, from source strings (``torch.utils.cpp_extension.load_inline``'s signature).
+
+    The generated ``main.cpp``/``cuda.cu`` (same text as torch's, ``functions=`` bindings included)
+    are written content-addressed under the cache instead of ``build_directory``; ``use_pch`` is
+    accepted and not used (a cached build is already the fast path).
+    """
+    if with_sycl or _list(sycl_sources) or _list(extra_sycl_cflags):
+        return _original("load_inline")(
+            name, cpp_sources, cuda_sources, sycl_sources, functions, extra_cflags, extra_cuda_cflags,
+            extra_sycl_cflags, extra_ldflags, extra_include_paths, build_directory, verbose, with_cuda, with_sycl,
+            is_python_module, with_pytorch_error_handling, keep_intermediates, use_pch, no_implicit_headers)
+    s = _settings(settings)
+    files = inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers)
+    from ..tvm_ffi._sources import materialize
+
+    root = materialize(s.cache_dir, f"torch_{name}", files)
+    spec = make_spec(name, [str(root / f) for f in files], extra_cflags=extra_cflags,
+                     extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                     extra_include_paths=extra_include_paths, with_cuda=with_cuda,
+                     is_python_module=is_python_module, is_standalone=False, settings=s)
+    return _load_spec(spec, s, verbose)
+
+
+_ORIGINALS: dict[str, Any] = {}  # torch's own functions, saved by _patch.install
+
+
+def _original(fn: str) -> Any:
+    if fn in _ORIGINALS:
+        return _ORIGINALS[fn]
+    import torch.utils.cpp_extension as tce
+
+    return getattr(tce, fn)
+
+
+def torch_loaded() -> bool:
+    return "torch" in sys.modules

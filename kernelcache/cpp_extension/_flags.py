@@ -1,0 +1,143 @@
+"""torch's compile and link lines for one ``load``/``load_inline`` call, taken from torch itself.
+
+Why from torch: the lines must be what ``torch.utils.cpp_extension`` would run in this process
+(include and library paths, ``-DTORCH_EXTENSION_NAME``, ``-std=``, the CUDA arch flags that
+``TORCH_CUDA_ARCH_LIST`` or the visible GPUs select, read at call time), on every torch version
+in use. So torch's own ninja writer (``_write_ninja_file_to_build_library``, fed by its
+``_prepare_ldflags``) writes a build file into a scratch directory and its flag lines are read
+back; nothing of torch's flag logic is re-implemented here.
+
+Importing ``torch.utils.cpp_extension`` costs ~150 ms (setuptools), more than a warm load. The
+lines are therefore memoised on disk, keyed by everything torch's writer reads: the arguments,
+the torch and Python installation, and the environment variables it consults. A CUDA build
+without ``TORCH_CUDA_ARCH_LIST`` depends on the visible GPUs and is not memoised.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# Environment variables torch's writer or its helpers read while producing the lines.
+TORCH_ENV = ("TORCH_CUDA_ARCH_LIST", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "CUDA_INC_PATH", "CUDNN_HOME",
+             "PYTORCH_NVCC", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "ROCM_HOME", "CUDA_VISIBLE_DEVICES")
+MEMO_VERSION = 1
+
+
+@dataclass
+class Lines:
+    """Flag lists as torch writes them (``post`` flags appended to the compile flags)."""
+
+    cflags: list[str]
+    cuda_cflags: list[str]
+    ldflags: list[str]
+    user_includes: list[str]
+    system_includes: list[str]
+
+
+def is_cuda_file(path: str) -> bool:
+    return os.path.splitext(path)[1].lower() in (".cu", ".cuh")
+
+
+def _call(fn, **kwargs):
+    """Call a private torch helper with the keyword arguments its version accepts."""
+    params = inspect.signature(fn).parameters
+    return fn(**{k: v for k, v in kwargs.items() if k in params})
+
+
+def _read_ninja_vars(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(" = ")
+        if sep and not line.startswith(" ") and name in ("cflags", "post_cflags", "cuda_cflags",
+                                                          "cuda_post_cflags", "ldflags"):
+            out[name] = shlex.split(value)
+    return out
+
+
+def from_torch(name: str, sources: list[str], extra_cflags: list[str], extra_cuda_cflags: list[str],
+               extra_ldflags: list[str], extra_include_paths: list[str], with_cuda: bool,
+               is_standalone: bool) -> Lines:
+    """Ask torch's ninja writer for the lines (imports torch.utils.cpp_extension)."""
+    import torch.utils.cpp_extension as tce
+
+    ldflags = _call(tce._prepare_ldflags, extra_ldflags=list(extra_ldflags), with_cuda=with_cuda,
+                    with_sycl=False, verbose=False, is_standalone=is_standalone)
+    with tempfile.TemporaryDirectory(prefix="kc-torch-flags-") as tmp:
+        path = os.path.join(tmp, "build.ninja")
+        _call(tce._write_ninja_file_to_build_library, path=path, name=name, sources=list(sources),
+              extra_cflags=list(extra_cflags), extra_cuda_cflags=list(extra_cuda_cflags), extra_sycl_cflags=[],
+              extra_ldflags=ldflags, extra_include_paths=list(extra_include_paths), with_cuda=with_cuda,
+              with_sycl=False, is_standalone=is_standalone)
+        got = _read_ninja_vars(Path(path).read_text())
+    ld = [f for f in got.get("ldflags", []) if f != "-shared"]  # the plan adds -shared per kind
+    system = list(tce.include_paths("cuda" if with_cuda else "cpu"))
+    return Lines(
+        cflags=got.get("cflags", []) + got.get("post_cflags", []),
+        cuda_cflags=(got.get("cuda_cflags", []) + got.get("cuda_post_cflags", [])) if with_cuda else [],
+        ldflags=ld, user_includes=[os.path.abspath(p.strip()) for p in extra_include_paths],
+        system_includes=system,
+    )
+
+
+def _memo_key(args: dict) -> str:
+    torch = sys.modules.get("torch")
+    facts = {
+        "v": MEMO_VERSION, "args": args, "env": {k: os.environ.get(k) for k in TORCH_ENV},
+        "torch": [getattr(torch, "__file__", None), getattr(torch, "__version__", None)],
+        "python": [sys.executable, sys.version], "cwd": os.getcwd(),
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:40]
+
+
+def lines(memo_dir: Path, name: str, sources: list[str], extra_cflags: list[str],
+          extra_cuda_cflags: list[str], extra_ldflags: list[str], extra_include_paths: list[str],
+          with_cuda: bool, is_standalone: bool) -> Lines:
+    """torch's lines for these arguments, from the on-disk memo when they were asked before."""
+    args = dict(name=name, sources=[os.path.abspath(s) for s in sources], extra_cflags=extra_cflags,
+                extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                extra_include_paths=extra_include_paths, with_cuda=with_cuda, is_standalone=is_standalone)
+    memo = with_cuda is False or bool(os.environ.get("TORCH_CUDA_ARCH_LIST"))
+    path = Path(memo_dir) / "torch_flags" / f"{_memo_key(args)}.json"
+    if memo:
+        try:
+            return Lines(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+    got = from_torch(**args)
+    if memo:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(asdict(got)))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache still works, it only asks torch every time
+    return got
+
+
+def abi(kind: str) -> dict[str, str]:
+    """What the key must cover beyond the headers: torch build, C++ ABI, Python ABI (pybind11)."""
+    import importlib.machinery
+
+    import torch
+
+    out = {
+        "torch": str(torch.__version__),
+        "torch_git": str(getattr(torch.version, "git_version", "")),
+        "torch_cuda": str(torch.version.cuda or ""),
+        "cxx11_abi": str(int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))),
+    }
+    for attr in ("_PYBIND11_COMPILER_TYPE", "_PYBIND11_STDLIB", "_PYBIND11_BUILD_ABI"):
+        value = getattr(torch._C, attr, None)
+        if value is not None:
+            out[attr.lstrip("_").lower()] = str(value)
+    if kind == "torch_python":
+        out["python_abi"] = sys.implementation.cache_tag + importlib.machinery.EXTENSION_SUFFIXES[0]
+    return out

@@ -1,0 +1,108 @@
+"""toolchain.py: compilers, CUDA home, ninja, tvm-ffi paths, tool identities and their memos.
+
+Real executables stand in for tools (shell scripts on a private PATH); identities are checked
+to change exactly when the binary changes, and the on-disk memo to spare the `--version` run.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+import kernelcache as kc
+from kernelcache import toolchain
+from kernelcache.errors import ToolchainError
+
+
+def _tool(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_find_cxx_honours_cxx_and_names_the_fix(tmp_path, monkeypatch):
+    cxx = _tool(tmp_path / "bin" / "my-cxx", "exec g++ \"$@\"")
+    monkeypatch.setenv("CXX", str(cxx))
+    assert toolchain.find_cxx() == str(cxx)
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.raises(ToolchainError, match="'no-such-compiler-xyz' not found on PATH.*set CXX"):
+        toolchain.find_cxx()
+
+
+def test_cuda_home_needs_nvcc_and_headers(tmp_path, monkeypatch):
+    home = tmp_path / "cuda"
+    _tool(home / "bin" / "nvcc", "echo 'Cuda compilation tools, release 12.4, V12.4.99'")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    # bin/nvcc alone is not a toolkit: CUDA_HOME is skipped
+    found = None
+    try:
+        found = toolchain.find_cuda_home()
+    except ToolchainError:
+        pass
+    assert found != os.path.realpath(home)
+    (home / "include").mkdir()
+    (home / "include" / "cuda_runtime.h").write_text("")
+    assert toolchain.find_cuda_home() == os.path.realpath(home)
+    assert toolchain.find_nvcc() == str(Path(os.path.realpath(home)) / "bin" / "nvcc")
+    kc.reset_process_state()
+    assert toolchain.nvcc_major() == "12"
+
+
+def test_tool_identity_follows_the_binary_and_is_memoised_on_disk(tmp_path):
+    log = tmp_path / "runs.log"
+    tool = _tool(tmp_path / "bin" / "cc1", f"echo run >> {log}; echo 'cc1 version 1'")
+    memo = tmp_path / "memo"
+    kc.reset_process_state()
+    ident = toolchain.tool_identity(str(tool), memo)
+    assert ident["version"] == "cc1 version 1" and ident["path"] == str(tool.resolve())
+    assert toolchain.tool_identity(str(tool), memo) == ident and log.read_text().count("run") == 1
+    kc.reset_process_state()  # a new process: the disk memo answers, no --version run
+    assert toolchain.tool_identity(str(tool), memo) == ident and log.read_text().count("run") == 1
+    link = tmp_path / "bin" / "cc1-link"
+    link.symlink_to(tool)
+    assert toolchain.tool_identity(str(link), memo) == ident  # another spelling, same tool
+    _tool(tool, f"echo run >> {log}; echo 'cc1 version 2'")  # the binary changed
+    assert toolchain.tool_identity(str(tool), memo)["version"] == "cc1 version 2"
+    with pytest.raises(ToolchainError, match="not found"):
+        toolchain.tool_identity(str(tmp_path / "missing"), memo)
+
+
+def test_file_identity_and_hashes(tmp_path):
+    f = tmp_path / "lib.so"
+    f.write_bytes(b"abc")
+    assert toolchain.sha256_file(f) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert toolchain.file_identity(str(f))["sha256"] == toolchain.sha256_file(f)
+    h = toolchain.content_hash(f)
+    f.write_bytes(b"abd")
+    assert toolchain.content_hash(f) != h and len(h) == 32
+
+
+def test_tvm_ffi_paths_point_at_the_installed_package():
+    p = toolchain.tvm_ffi_paths()
+    assert Path(p.include_dir, "tvm", "ffi", "function.h").is_file()
+    assert Path(p.lib_path).is_file() and Path(p.lib_path).name.startswith("libtvm_ffi")
+    import importlib.metadata
+
+    assert p.version == importlib.metadata.version("apache-tvm-ffi")
+
+
+def test_ninja_is_found_and_runs():
+    import subprocess
+
+    ninja = toolchain.find_ninja()
+    out = subprocess.run([ninja, "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip()[0].isdigit()
+
+
+def test_env_inputs_are_the_allowlist_only(monkeypatch):
+    monkeypatch.setenv("CPATH", "/x")
+    monkeypatch.setenv("MAX_JOBS", "3")
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    env = toolchain.env_inputs()
+    assert env.get("CPATH") == "/x" and "MAX_JOBS" not in env and "NVCC_APPEND_FLAGS" not in env
+    assert set(env) <= set(toolchain.ENV_ALLOWLIST)
