@@ -234,15 +234,18 @@ class ImpactPlugin:
         return record.kernel_record(name, paths, root, [], man, [])
 
     def _spec_modules(self, name: str) -> list[str]:
-        mods = []
+        """Python files that define kernel ``name``'s spec: the ``kernelcache_specs`` modules, or
+        a shipped kernel's package and its ``spec`` module."""
         if name in self.st.kernels.extra_specs():
             mods = [ref.partition(":")[0] for ref in self.st.kernels.spec_refs]
         else:
             import kernelcache.kernels as shipped
 
-            mods = [getattr(shipped, "_KERNEL_MODULES", {}).get(name, "")]
+            table = getattr(shipped, "KERNEL_PACKAGES", None) or getattr(shipped, "_KERNEL_MODULES", {})
+            pkg = table.get(name, "")
+            mods = [pkg, f"{pkg}.spec"] if pkg else []
         out = []
-        for mod in filter(None, mods):
+        for mod in mods:
             try:
                 origin = importlib.util.find_spec(mod)
             except (ImportError, ValueError):
