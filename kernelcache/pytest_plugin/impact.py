@@ -179,9 +179,12 @@ class ImpactPlugin:
 
     def _write_map(self, recs: list[dict]) -> dict:
         m = ImpactMap(commit=head_commit(self.root) if self.root else "", rootdir=self.rootdir_rel or "")
-        if self.prepared is not None or self.wire is not None:
-            m.dirty = [c["path"] for c in (self.wire or {}).get("changes", []) if "uncommitted" in c.get("note", "")
-                       or c.get("note") == "untracked"]
+        if self.root is not None:  # recorded from a dirty tree: those files count as changed later
+            from kernelcache.impact.changes import changed_files
+            from kernelcache.impact.select import matches
+
+            dirty = changed_files(self.root, "HEAD")
+            m.dirty = sorted(p for p in dirty.changes if not matches(p, self.rules.ignore))
         for r in recs:
             for n, t in r["tests"].items():
                 m.tests[n] = TestRecord(**t)
