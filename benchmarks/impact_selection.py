@@ -1,7 +1,8 @@
 """Selection cost of test impact on this repository (goal: <= 1 s), against the costs around it.
 
-A pull request that edits one kernel header: a temporary clone of this repository at the map's
-commit, with one line added to ``tree_sampling.cuh`` (uncommitted). Measures
+A pull request that edits one kernel header: a temporary clone of this repository's HEAD, with
+one line added to ``tree_sampling.cuh`` (uncommitted), and the map's records stamped with that
+HEAD (the cost does not depend on how old the records are; their commit decides only staleness). Measures
 ``kernelcache.impact.api.affected`` in-process (git diff + map load + import graph of every
 Python file + the rules for every recorded test), the same through the CLI (``kernelcache
 affected``, a fresh interpreter), and two peers in the same run: ``git diff --name-status``
@@ -51,7 +52,11 @@ def main() -> int:
     try:
         clone = tmp / "repo"
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
-        subprocess.run(["git", "checkout", "-q", imap["commit"]], cwd=clone, check=True)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        imap.update(commit=head, dirty=[])
+        map_path = str(tmp / "impact-map.json")
+        Path(map_path).write_text(json.dumps(imap))
         sys.path.insert(0, str(clone))  # the clone's kernelcache (its plugin files are in its tree)
         from kernelcache.impact.api import affected
 
@@ -73,7 +78,7 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     med = statistics.median
     n_sel = len(res["selected"])
-    print(f"clone of {REPO} at {imap['commit'][:12]} + one line in tree_sampling.cuh: {len(res['changed'])} changed file(s); map "
+    print(f"clone of {REPO} at HEAD {imap['commit'][:12]} + one line in tree_sampling.cuh: {len(res['changed'])} changed file(s); map "
           f"{map_path or '(none: everything runs)'}; selected {n_sel}, deselected {len(res['deselected'])}"
           + (f"; everything: {res['everything'][:100]}" if res["everything"] else ""))
     rows = [("selection in-process (affected())", med(inproc)), ("kernelcache affected (CLI, new interpreter)", med(cli)),
