@@ -175,7 +175,7 @@ class Project:
                     "KERNELCACHE_LOG": "0", "PYTHONPATH": str(REPO), "KERNELCACHE_HARDWARE": "cpu"})
         return env
 
-    def pytest(self, *args: str, workers: int = 0, timeout: float = 300) -> Run:
+    def pytest(self, *args: str, workers: int = 0, timeout: float = 900) -> Run:
         report = self.path.parent / "report.json"
         report.unlink(missing_ok=True)
         xd = ["-p", "xdist", "-n", str(workers)] if workers else ["-p", "no:xdist"]
