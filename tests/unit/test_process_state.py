@@ -25,6 +25,7 @@ MEMOS = {
     "admit.py": {"admit.admitted"},
     "events.py": {"events.counters"},
     "gpu.py": {"gpu.detection"},
+    "native.py": {"native.cpu_features"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
     "kernels/config.py": {"kernels.settings"},
