@@ -33,7 +33,6 @@ MEMOS = {
     "kernels/config.py": {"kernels.settings"},
     "kernels/ngram_corpus/call.py": {"kernels.ngram_corpus.native"},
     "kernels/speculative_sampling/call.py": {"kernels.speculative_sampling.runtime"},
-    "native.py": {"native.cpu_features"},
 }
 # module-level state that is not a forgettable memo: file -> {name: why}
 NOT_MEMOS = {
