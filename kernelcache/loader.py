@@ -175,11 +175,6 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
             "a prebuilt artifact root (KERNELCACHE_PREBUILT) with KERNELCACHE_NO_BUILD=1") from e
     events.emit("build_start", name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
     t0 = time.monotonic()
-    pre = None
-    if spec.kind != "tvm_ffi":
-        from . import kinds
-
-        pre = kinds.start_surface(spec)  # imports torch while the compiler runs
     try:
         from . import build  # imported on a miss only: a warm load never pays for it
 
@@ -188,12 +183,12 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
         if spec.kind != "tvm_ffi":  # torch kinds: surface from a subprocess (kernelcache/kinds.py)
             if problem:
                 raise BuildError(spec.name, "<post-link check>", problem)
-            found, surface = {}, kinds.fresh_surface(spec, bdir / plan.so_name, pre)
+            from . import kinds
+
+            found, surface = {}, kinds.fresh_surface(spec, bdir / plan.so_name)
         else:
             found, surface = _fresh_tvm_check(ctx, plan, bdir, problem), None
     except BaseException as e:
-        if pre is not None:
-            kinds.stop_surface(pre)
         events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         import shutil
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelcache.settings import Settings, kc_environ
+from tests.support import HANG_S
 
 
 def test_defaults_without_environment(tmp_path):
@@ -80,7 +81,7 @@ except kc.CacheMissError:
 """
     env = {**os.environ, "KERNELCACHE_NO_BUILD": "1", "KERNELCACHE_DIR": str(tmp_path / "env"),
            "KERNELCACHE_LOG": "0", "PYTHONPATH": str(Path(__file__).parents[2])}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=HANG_S)
     assert out.stdout.split() == ["3", "miss"], out.stderr
     assert (tmp_path / "explicit" / "v1" / "entries" / "adder").is_dir()
     assert not (tmp_path / "env" / "v1" / "entries").exists()
