@@ -9,19 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
-    BuildError,
-    CacheMissError,
-    KernelCacheError,
-    LockTimeout,
-    SchemaMismatch,
-    SpecError,
-    ToolchainError,
-    UnknownKernel,
-)
-from .settings import Settings
-from .spec import KernelSpec
-
 __version__ = "0.1.0"
 
 __all__ = [
@@ -47,7 +34,13 @@ __all__ = [
     "UnknownKernel",
 ]
 
+# Resolved on first use (PEP 562), so that ``import kernelcache`` (and the drop-in, which imports
+# it as its parent package) runs no class-creating module until a name is asked for.
 _LAZY = {
+    "KernelSpec": ("spec", "KernelSpec"),
+    "Settings": ("settings", "Settings"),
+    **{e: ("errors", e) for e in ("BuildError", "CacheMissError", "KernelCacheError", "LockTimeout",
+                                  "SchemaMismatch", "SpecError", "ToolchainError", "UnknownKernel")},
     "load": ("loader", "load"),
     "load_with_result": ("loader", "load_with_result"),
     "warm": ("loader", "warm"),
@@ -60,6 +53,18 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .errors import (
+        BuildError,
+        CacheMissError,
+        KernelCacheError,
+        LockTimeout,
+        SchemaMismatch,
+        SpecError,
+        ToolchainError,
+        UnknownKernel,
+    )
+    from .settings import Settings
+    from .spec import KernelSpec
     from .events import stats
     from .diagnose import explain
     from .process_state import reset_process_state
@@ -67,8 +72,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .push import PushResult, push
 
 
-def cache_dir(settings: Settings | None = None) -> "Path":
+def cache_dir(settings: Settings | None = None) -> Path:
     """The writable cache root of ``settings`` (default: the environment's)."""
+    from .settings import Settings
+
     return (settings or Settings.from_env()).cache_dir
 
 

@@ -22,13 +22,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..spec import KernelSpec
-from . import _args, _env, _objects, _sources
+from . import _env
 
+# The argument, source and object helpers and the spec (and the loader behind them) are imported
+# inside the functions: a process that routes tvm-ffi through the drop-in pays for them at its
+# first call, not at import (benchmarks/bench_dropin_import.py).
 if TYPE_CHECKING:  # pragma: no cover
     from tvm_ffi import Module
 
     from ..settings import Settings
+    from ..spec import KernelSpec
 
 _ORIGINALS: dict[str, Callable[..., Any]] = {}  # filled by _patch.install before patching
 _settings = _env.resolve  # the settings of one call: explicit, else installed/env + call-time env
@@ -38,6 +41,8 @@ _settings = _env.resolve  # the settings of one call: explicit, else installed/e
 def _core(spec: KernelSpec, settings: "Settings", generated: Path | None) -> tuple[Any, Any]:
     """Load through the cache; a failed or refused (no-build) call removes the sources it wrote."""
     import kernelcache
+
+    from . import _sources
 
     try:
         return kernelcache.load_with_result(spec, settings=settings)
@@ -75,6 +80,8 @@ def _original(name: str) -> Callable[..., Any]:
 
 def _needs_original(has_cuda: bool, backend: str | None) -> bool:
     """HIP and Windows builds are outside kernelcache's toolchain: tvm-ffi builds them."""
+    from . import _args
+
     if sys.platform == "win32":
         return True
     return has_cuda and _args.gpu_backend(backend, os.environ) == "hip"
@@ -88,6 +95,8 @@ def _load_module(path: str, keep_module_alive: bool) -> "Module":
 
 # -- specs ----------------------------------------------------------------------------------------
 def _flags(extra_cflags, extra_cuda_cflags, extra_ldflags, extra_include_paths) -> dict[str, Any]:
+    from . import _args
+
     return dict(
         cflags=_args.flag_list(extra_cflags),
         cuda_cflags=_args.flag_list(extra_cuda_cflags),
@@ -100,6 +109,9 @@ def _inline(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, e
             extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, embed_cubin=None,
             settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
     """The spec ``load_inline`` builds, and its generated source dir when this call wrote it."""
+    from ..spec import KernelSpec
+    from . import _args, _sources
+
     cpp = _args.as_list(cpp_sources)
     cuda = _args.as_list(cuda_sources)
     exports = _args.function_map(functions)
@@ -136,6 +148,9 @@ def _files(name: str, *, sources=None, cpp_files=None, cuda_files=None, extra_cf
            extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
            settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
     """The spec ``load``/``build`` build (files where they are), and a generated dir it wrote."""
+    from ..spec import KernelSpec
+    from . import _args, _objects
+
     paths = _args.resolve_paths(_args.as_list(sources) + _args.as_list(cpp_files) + _args.as_list(cuda_files))
     if not paths:
         raise AssertionError("sources must be provided.")  # what tvm_ffi.cpp raises here
@@ -172,6 +187,8 @@ def file_spec(name: str, **kwargs: Any) -> KernelSpec:
 # -- outputs --------------------------------------------------------------------------------------
 def _deliver(so: Path, spec_module: str, build_directory: str | None, output: str | None,
              settings: "Settings") -> str:
+    from . import _objects
+
     if build_directory is None and output is None:
         return str(so)  # the immutable cache entry's .so: a changed kernel gets a new path
     filename = Path(output).name if output else f"{spec_module}.so"
@@ -213,6 +230,8 @@ def build_inline(
     and cached by kernelcache; without ``build_directory``/``output`` the returned path is the
     immutable cache entry's ``.so``, otherwise a copy placed there (docs/tvm_ffi_dropin.md).
     """
+    from . import _args, _objects
+
     s = _settings(settings)
     common = dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
                   extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
@@ -253,6 +272,8 @@ def load_inline(
     modules stay alive for the process whatever ``keep_module_alive`` says (kernelcache hands
     out one module object per entry).
     """
+    from . import _args
+
     s = _settings(settings)
     common = dict(cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
                   extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
@@ -285,6 +306,8 @@ def build(
     themselves (``TVM_FFI_DLL_EXPORT_TYPED_FUNC``). ``.o``/``.obj`` inputs are linked in and
     keyed by their bytes. ``build_directory``/``output`` as in :func:`build_inline`.
     """
+    from . import _args, _objects
+
     s = _settings(settings)
     common = dict(sources=sources, cpp_files=cpp_files, cuda_files=cuda_files, extra_cflags=extra_cflags,
                   extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
@@ -319,6 +342,8 @@ def load(
     Same arguments and result as ``tvm_ffi.cpp.load``; ``build_directory`` and
     ``keep_module_alive`` as in :func:`load_inline`.
     """
+    from . import _args
+
     s = _settings(settings)
     common = dict(sources=sources, cpp_files=cpp_files, cuda_files=cuda_files, extra_cflags=extra_cflags,
                   extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
