@@ -1,27 +1,31 @@
 """Selection cost of test impact on this repository (goal: <= 1 s), against the costs around it.
 
-Measures, on this checkout: ``kernelcache.impact.api.affected`` in-process (git diff + map load
-+ import graph of every Python file + rules), the same as the CLI (``kernelcache affected``, a
-fresh interpreter), and two peers measured in the same run: ``git diff --name-status`` alone
-(the floor) and ``pytest --collect-only`` of the test suite (what every pytest run pays anyway).
+A pull request that edits one kernel header: a temporary clone of this repository's HEAD, with
+one line added to ``tree_sampling.cuh`` (uncommitted), and the map's records stamped with that
+HEAD (the cost does not depend on how old the records are; their commit decides only staleness). Measures
+``kernelcache.impact.api.affected`` in-process (git diff + map load + import graph of every
+Python file + the rules for every recorded test), the same through the CLI (``kernelcache
+affected``, a fresh interpreter), and two peers in the same run: ``git diff --name-status``
+alone (the floor) and ``pytest --collect-only`` of the test suite (what every pytest run pays).
 
-    python benchmarks/impact_selection.py [--map PATH] [--since REF] [--repeat 7]
+    python benchmarks/impact_selection.py [--map PATH] [--repeat 7]
 
-The map defaults to benchmarks/.out/impact-map.json (left there by benchmarks/impact_mutations.py);
-without one, selection runs everything (the cost is then git and the graph only).
+The map defaults to benchmarks/.out/impact-map.json (left there by benchmarks/impact_mutations.py).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 
 def timed(fn, repeat: int) -> list[float]:
@@ -36,26 +40,45 @@ def timed(fn, repeat: int) -> list[float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--map", default=str(REPO / "benchmarks" / ".out" / "impact-map.json"))
-    ap.add_argument("--since", default="HEAD~5")
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    from kernelcache.impact.api import affected
+    try:
+        imap = json.loads(Path(args.map).read_text())
+    except (OSError, ValueError) as e:
+        print(f"impact_selection: no usable map {args.map}: {e} (run benchmarks/impact_mutations.py first)")
+        return 2
+    map_path = args.map
+    tmp = Path(tempfile.mkdtemp(prefix="kc-impact-sel-"))
+    try:
+        clone = tmp / "repo"
+        subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        imap.update(commit=head, dirty=[])
+        map_path = str(tmp / "impact-map.json")
+        Path(map_path).write_text(json.dumps(imap))
+        sys.path.insert(0, str(clone))  # the clone's kernelcache (its plugin files are in its tree)
+        from kernelcache.impact.api import affected
 
-    map_path = args.map if Path(args.map).exists() else None
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    res = affected(REPO, args.since, map_path)
-    inproc = timed(lambda: affected(REPO, args.since, map_path), args.repeat)
-    cli = timed(lambda: subprocess.run([sys.executable, "-m", "kernelcache", "affected", "--since", args.since,
-                                        *(["--map", map_path] if map_path else []), "--json"], cwd=REPO, env=env,
-                                       capture_output=True, check=True), max(3, args.repeat // 2))
-    git = timed(lambda: subprocess.run(["git", "diff", "--name-status", f"{args.since}...HEAD"], cwd=REPO,
-                                       capture_output=True, check=True), args.repeat)
-    collect = timed(lambda: subprocess.run([sys.executable, "-m", "pytest", "-p", "no:kernelcache", "-p", "no:xdist",
-                                            "--collect-only", "-q", "tests"], cwd=REPO, env=env,
-                                           capture_output=True), 2)
+        cuh = clone / "kernelcache/csrc/speculative_sampling/tree_sampling.cuh"
+        cuh.write_text(cuh.read_text() + "// a pull request's edit\n")
+        env = {**os.environ, "PYTHONPATH": str(clone)}
+        since = "HEAD"
+        res = affected(clone, since, map_path)
+        inproc = timed(lambda: affected(clone, since, map_path), args.repeat)
+        cli = timed(lambda: subprocess.run([sys.executable, "-m", "kernelcache", "affected", "--since", since,
+                                            "--map", map_path, "--json"], cwd=clone, env=env,
+                                           capture_output=True, check=True), max(3, args.repeat // 2))
+        git = timed(lambda: subprocess.run(["git", "diff", "--name-status", f"{since}...HEAD"], cwd=clone,
+                                           capture_output=True, check=True), args.repeat)
+        collect = timed(lambda: subprocess.run([sys.executable, "-m", "pytest", "-p", "no:kernelcache", "-p",
+                                                "no:xdist", "--collect-only", "-q", "tests"], cwd=clone, env=env,
+                                               capture_output=True), 2)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     med = statistics.median
     n_sel = len(res["selected"])
-    print(f"repo {REPO} since {args.since}: {len(res['changed'])} changed file(s); map "
+    print(f"clone of {REPO} at HEAD {imap['commit'][:12]} + one line in tree_sampling.cuh: {len(res['changed'])} changed file(s); map "
           f"{map_path or '(none: everything runs)'}; selected {n_sel}, deselected {len(res['deselected'])}"
           + (f"; everything: {res['everything'][:100]}" if res["everything"] else ""))
     rows = [("selection in-process (affected())", med(inproc)), ("kernelcache affected (CLI, new interpreter)", med(cli)),

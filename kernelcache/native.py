@@ -114,7 +114,7 @@ def expansion(compiler: str, flags: list[str], memo_dir: Path | None = None) -> 
     binary expands differently on another CPU), so a warm load starts no subprocess.
     """
     real = os.path.realpath(compiler)
-    skey = (*toolchain._stat_key(real), *sorted(flags), ",".join(sorted(cpu_features())))
+    skey = (*toolchain.stat_key(real), *sorted(flags), ",".join(sorted(cpu_features())))
 
     def compute() -> dict:
         try:
@@ -171,7 +171,8 @@ def key_inputs(compiler: str, flag_lists: Iterable[Iterable[str]], memo_dir: Pat
 
 def missing_features(native: dict | None) -> list[str]:
     """Recorded CPU features this host lacks (empty: it can run the binary)."""
-    if not native:
+    need = set((native or {}).get("cpu_features") or ())
+    if not need:
         return []
     have = cpu_features()
-    return sorted(set(native.get("cpu_features") or ()) - have) if have else ["<this CPU's features are unknown>"]
+    return sorted(need - have) if have else ["<this CPU's features are unknown>"]

@@ -71,6 +71,11 @@ def _stat_key(path: str) -> tuple:
     return (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
+def stat_key(path: str) -> tuple:
+    """The memo key of a binary: its path and stat (what ``disk_memo`` callers key by)."""
+    return _stat_key(path)
+
+
 def _usable_dir(d: Path | None) -> Path | None:
     if d is None:
         return None

@@ -37,6 +37,9 @@ DESCRIPTIONS: dict[tuple[str, ...], str] = {
                "registers it through the kernelcache.prebuilt entry point.",
     ("push",): "Upload entries built on this host to the fleet cache. Needs a remote in readwrite "
                "mode (--remote URL --remote-mode readwrite, or the environment).",
+    ("affected",): "The tests a change since REF can affect: the test impact map (what each test used, "
+                   "recorded by pytest --kc-impact-map=PATH) against git diff REF...HEAD plus uncommitted "
+                   "changes. Without a map, everything is selected.",
     ("remote",): "Inspect or maintain the fleet cache (the remote given by --remote or "
                  "KERNELCACHE_REMOTE).",
     ("remote", "ls"): "List the fleet cache's entries: kernel, entry id, source key, size, when written.",
@@ -67,6 +70,7 @@ OPTION_HELP: dict[tuple[tuple[str, ...], str], str] = {
     (("pack",), "root"): "artifact root written by `kernelcache build`",
     (("pack",), "out"): "directory the wheel is written to (default: dist)",
     (("pack",), "version"): "version of the companion wheel (default: 0.1.0)",
+    (("affected",), "json"): "print the selection as JSON (files, tests, reasons)",
     (("remote", "ls"), "json"): "print the entries as JSON",
     (("remote", "keygen"), "private"): "file to write the private key to (keep it on writers only)",
     (("remote", "keygen"), "public"): "file to write the public key to (give it to readers)",

@@ -30,6 +30,24 @@ _RUN_MODULE = re.compile(r"""["']-m["']\s*,\s*["']([A-Za-z_][\w.]*)["']|(?<![\w-
 _TYPE_CHECKING = re.compile(r"^([ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING\b.*:", re.M)
 
 
+def _import_chunks(text: str) -> list[tuple[int, str]]:
+    """(offset, text) of every line containing "import", with its parenthesised continuation."""
+    out = []
+    n = len(text)
+    i = text.find("import")
+    while i >= 0:
+        start = text.rfind("\n", 0, i) + 1
+        end = text.find("\n", i)
+        end = n if end < 0 else end
+        line = text[start:end]
+        if line.count("(") > line.count(")"):
+            close = text.find(")", end)
+            end = n if close < 0 else close + 1
+        out.append((start, text[start:end]))
+        i = text.find("import", end)
+    return out
+
+
 def _guarded_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of ``if TYPE_CHECKING:`` blocks (imports there never run)."""
     spans = []
@@ -117,11 +135,11 @@ class ImportGraph:
         def guarded(pos: int) -> bool:
             return any(a <= pos < b for a, b in spans)
 
-        def blank(m: re.Match) -> str:
+        def scan_from(m: re.Match, off: int) -> str:
             mod, names = m.group(1), m.group(2)
             absolute = self._absolute(mod, pkg)
             if absolute is not None:
-                g = guarded(m.start())
+                g = guarded(off + m.start())
                 self._edge(node, absolute, g)
                 for n in names.strip("()").replace("\n", " ").split(","):
                     n = n.strip().split(" ")[0].strip()
@@ -131,13 +149,15 @@ class ImportGraph:
                             self._edge(node, sub, g)
             return " " * len(m.group(0))
 
-        rest = _FROM.sub(blank, text)
-        for m in _IMPORT.finditer(rest):
-            for item in m.group(1).split(","):
-                name = item.strip().split()[0] if item.strip() else ""
-                if name:
-                    self._edge(node, name, guarded(m.start()))
-        for m in _RUN_MODULE.finditer(text):
+        for off, chunk in _import_chunks(text):  # the regexes only see lines that say "import"
+            rest = _FROM.sub(lambda m: scan_from(m, off), chunk)
+            for m in _IMPORT.finditer(rest):
+                for item in m.group(1).split(","):
+                    name = item.strip().split()[0] if item.strip() else ""
+                    if name:
+                        self._edge(node, name, guarded(off + m.start()))
+        runs = '"-m"' in text or "'-m'" in text or " -m " in text
+        for m in _RUN_MODULE.finditer(text) if runs else ():
             mod = m.group(1) or m.group(2)
             self._edge(node, mod)
             if f"{mod}.__main__" in self.by_name:

@@ -215,11 +215,14 @@ class Selector:
             if p in self.changed and self.changed[p].kind == ADDED:
                 return f"uses {name}: {self.changed[p].describe()} appeared where its compiler looked for a header"
         if k.root is not None:
+            # without a manifest every file under the root counts; with one, a file that appears
+            # or disappears next to its sources and headers (a spec may list its directory)
+            dirs = {posixpath.dirname(p) for p in k.inputs} | {k.root}
             for p, c in sorted(self.changed.items()):
-                if _under(p, k.root) and (not k.complete or c.kind in (ADDED, DELETED)):
-                    what = "no manifest was recorded, so every file under its root counts" if not k.complete \
-                        else "a file appeared or disappeared under its source root"
-                    return f"uses {name}: {c.describe()} ({what})"
+                if not k.complete and _under(p, k.root):
+                    return f"uses {name}: {c.describe()} (no manifest was recorded: every file under its root counts)"
+                if k.complete and c.kind in (ADDED, DELETED) and posixpath.dirname(p) in dirs:
+                    return f"uses {name}: {c.describe()} (a file appeared or disappeared next to its sources)"
         if k.modules and self.graph is not None:
             clo = self._closure(tuple(k.modules))
             for p, c in sorted(self.changed.items()):

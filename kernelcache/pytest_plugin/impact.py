@@ -179,9 +179,12 @@ class ImpactPlugin:
 
     def _write_map(self, recs: list[dict]) -> dict:
         m = ImpactMap(commit=head_commit(self.root) if self.root else "", rootdir=self.rootdir_rel or "")
-        if self.prepared is not None or self.wire is not None:
-            m.dirty = [c["path"] for c in (self.wire or {}).get("changes", []) if "uncommitted" in c.get("note", "")
-                       or c.get("note") == "untracked"]
+        if self.root is not None:  # recorded from a dirty tree: those files count as changed later
+            from kernelcache.impact.changes import changed_files
+            from kernelcache.impact.select import matches
+
+            dirty = changed_files(self.root, "HEAD")
+            m.dirty = sorted(p for p in dirty.changes if not matches(p, self.rules.ignore))
         for r in recs:
             for n, t in r["tests"].items():
                 m.tests[n] = TestRecord(**t)
@@ -234,15 +237,18 @@ class ImpactPlugin:
         return record.kernel_record(name, paths, root, [], man, [])
 
     def _spec_modules(self, name: str) -> list[str]:
-        mods = []
+        """Python files that define kernel ``name``'s spec: the ``kernelcache_specs`` modules, or
+        a shipped kernel's package and its ``spec`` module."""
         if name in self.st.kernels.extra_specs():
             mods = [ref.partition(":")[0] for ref in self.st.kernels.spec_refs]
         else:
             import kernelcache.kernels as shipped
 
-            mods = [getattr(shipped, "_KERNEL_MODULES", {}).get(name, "")]
+            table = getattr(shipped, "KERNEL_PACKAGES", None) or getattr(shipped, "_KERNEL_MODULES", {})
+            pkg = table.get(name, "")
+            mods = [pkg, f"{pkg}.spec"] if pkg else []
         out = []
-        for mod in filter(None, mods):
+        for mod in mods:
             try:
                 origin = importlib.util.find_spec(mod)
             except (ImportError, ValueError):

@@ -14,7 +14,7 @@ def test_warm_with_a_bad_arch_is_a_usage_error(cli, var):
 
 
 def test_explain_with_a_bad_arch_is_a_usage_error(cli):
-    r = cli.run("explain", "tree_speculative_sampling_target_only", KERNELCACHE_CUDA_ARCH="9.0,banana")
+    r = cli.run("explain", "tree_speculative_sampling", KERNELCACHE_CUDA_ARCH="9.0,banana")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "banana" in r.stderr
 

@@ -27,7 +27,7 @@ def _commands() -> list[tuple[str, str]]:
                 if line[:m.start(1)].rstrip().removesuffix("kernelcache").rstrip().endswith(("-p", "--plugin=")):
                     continue  # pytest -p kernelcache ...: the plugin, not the CLI
                 cmd = m.group(1).strip()
-                if " / " in cmd or cmd.startswith(("as ", "import", "is ")) or "..." in cmd.replace("NAME...", ""):
+                if " / " in cmd or "/" in cmd.split(" ")[0] or cmd.startswith(("as ", "import", "is ")) or "..." in cmd.replace("NAME...", ""):
                     continue
                 out.append((doc.name, cmd))
     return sorted(set(out))

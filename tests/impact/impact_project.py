@@ -37,8 +37,8 @@ import kernelcache as kc
 
 
 def spec():
-    return kc.KernelSpec(name="adder", sources=["csrc/add.cc"], root=Path(__file__).resolve().parent,
-                         include_dirs=["csrc/include"], functions={"add": "Callable[[int, int], int]"})
+    return kc.KernelSpec(name="adder", sources=["add.cc"], root=Path(__file__).resolve().parent / "csrc",
+                         include_dirs=["include"], functions={"add": "Callable[[int, int], int]"})
 """,
     "kspec_mul.py": """\
 from pathlib import Path
@@ -46,8 +46,8 @@ import kernelcache as kc
 
 
 def spec():
-    return kc.KernelSpec(name="muler", sources=["csrc/mul.cc"], root=Path(__file__).resolve().parent,
-                         include_dirs=["csrc/include"], functions={"mul": "Callable[[int, int], int]"})
+    return kc.KernelSpec(name="muler", sources=["mul.cc"], root=Path(__file__).resolve().parent / "csrc",
+                         include_dirs=["include"], functions={"mul": "Callable[[int, int], int]"})
 """,
     "csrc/add.cc": """\
 #include <tvm/ffi/function.h>
@@ -175,7 +175,7 @@ class Project:
                     "KERNELCACHE_LOG": "0", "PYTHONPATH": str(REPO), "KERNELCACHE_HARDWARE": "cpu"})
         return env
 
-    def pytest(self, *args: str, workers: int = 0, timeout: float = 300) -> Run:
+    def pytest(self, *args: str, workers: int = 0, timeout: float = 900) -> Run:
         report = self.path.parent / "report.json"
         report.unlink(missing_ok=True)
         xd = ["-p", "xdist", "-n", str(workers)] if workers else ["-p", "no:xdist"]

@@ -109,7 +109,9 @@ def test_shadowing_header_and_new_file_under_a_root(tmp_path):
     s = select(tmp_path, Change("csrc/k1/inc/k1.h", ADDED))
     assert "appeared where its compiler looked" in s.selected["tests/test_a.py::t"]
     s = select(tmp_path, Change("csrc/unrelated.h", ADDED))
-    assert {"tests/test_a.py::t", "tests/sub/test_c.py::t"} <= set(s.selected)  # both kernels' roots
+    assert {"tests/test_a.py::t", "tests/sub/test_c.py::t"} <= set(s.selected)  # next to both kernels' sources
+    s = select(tmp_path, Change("csrc/other/unrelated.h", ADDED))  # under the root, next to neither
+    assert s.everything is None and set(s.selected) == {"tests/test_new.py::t"}
     s = select(tmp_path, Change("csrc/unrelated.h", MODIFIED))  # read by no compiler: nothing
     assert set(s.selected) == {"tests/test_new.py::t"}
 

@@ -36,9 +36,10 @@ def test_map_records_kernels_inputs_lazy_loads_and_reads(proj):
     assert m["tests"]["tests/test_add.py::test_add"]["kernels"] == ["adder"]
     assert m["tests"]["tests/test_mul.py::test_mul_lazy"]["kernels"] == ["muler"]  # loaded, no marker
     adder = m["kernels"]["adder"]
-    assert adder["complete"] and adder["root"] == ""
+    assert adder["complete"] and adder["root"] == "csrc"
     assert {"csrc/add.cc", "csrc/include/add_bias.h"} <= set(adder["inputs"])
     assert "csrc/include/mul_scale.h" not in adder["inputs"] and adder["modules"] == ["kspecs.py"]
+    assert "csrc/include/tvm/ffi/function.h" in adder["absent"]  # a header there would shadow tvm-ffi's
     assert "data/expected.json" in m["files"]["tests/test_data.py"]["reads"]
 
 

@@ -122,3 +122,29 @@ def test_prebuilt_entry_for_another_cpu_is_refused(kc_env, project, tmp_path):
     [pre] = info["prebuilt"]
     assert not pre["usable"] and FAKE in pre["reason"] and "this CPU lacks" in pre["reason"]
     assert json.loads((dest / "manifest.json").read_text())["inputs"]["native"]["expanded"]
+
+
+def test_fetched_fleet_entry_for_another_cpu_is_refused(kc_env, project):
+    from kernelcache import toolchain
+    from kernelcache.storage.local import LocalStore
+
+    spec = project_spec(project, cflags=["-march=native"])
+    kc.load(spec)
+    [entry] = kc_env.entries()
+    s = Settings.from_env().replace(no_build=True)
+    skey = key.source_key(spec, (), toolchain.tvm_ffi_paths().version, s)
+    dest = LocalStore(s).fetched_dir(spec.name, skey) / entry.name
+    dest.parent.mkdir(parents=True)
+    shutil.copytree(entry, dest)
+    m = manifest.read(dest).relocatable(None)
+    m.origin = "remote:file:///elsewhere"
+    manifest.write(dest, m)
+    shutil.rmtree(entry)  # only the fetched copy is left
+    kc.reset_process_state()
+    _, res = kc.load_with_result(spec, settings=s)
+    assert res.status == "hit" and "fetched" in res.reason  # control: this CPU can run it
+    _forge(dest)  # fetched from a host with one more CPU feature
+    kc.reset_process_state()
+    with pytest.raises(kc.CacheMissError) as exc:
+        kc.load(spec, settings=s)
+    assert FAKE in str(exc.value) and "lacks" in str(exc.value)

@@ -111,7 +111,7 @@ class KcProject:
         body = "\n".join(["[pytest]", "kernelcache_specs = kcspecs:specs", *lines])
         self.pytester.makeini(body)
 
-    def run(self, *args: str, timeout: float = 180) -> pytest.RunResult:
+    def run(self, *args: str, timeout: float = 900) -> pytest.RunResult:  # only stops a hung run
         return self.pytester.runpytest_subprocess(*args, timeout=timeout)
 
 
