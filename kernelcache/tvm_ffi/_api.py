@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .. import inline_sources
 from ..spec import KernelSpec
 from . import _args, _env, _objects, _sources
 
@@ -43,7 +44,7 @@ def _core(spec: KernelSpec, settings: "Settings", generated: Path | None) -> tup
         return kernelcache.load_with_result(spec, settings=settings)
     except BaseException:
         if generated is not None:
-            _sources.discard(generated)
+            inline_sources.discard(generated)
         raise
 
 
@@ -121,7 +122,7 @@ def _inline(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, e
         files[_sources.CUDA_FILE] = _sources.wrapped_source("\n".join(cuda), {} if cpp else exports).encode()
     for cname, image in _args.check_cubin_names(embed_cubin, name).items():
         files[_sources.cubin_file_name(cname)] = _sources.cubin_source(cname, image).encode()
-    root, created = _sources.materialize(_settings(settings).cache_dir, kname, files)
+    root, created = inline_sources.materialize(_settings(settings).cache_dir, kname, files)
     spec = KernelSpec(name=kname, sources=sorted(files), root=root, functions=learned,
                       backend="cuda" if cuda else "cpu", **flags)
     return spec, (root if created else None)
