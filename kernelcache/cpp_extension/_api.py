@@ -185,7 +185,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
     files = inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers)
     from ._inline import materialize
 
-    root, _created = materialize(s.cache_dir, f"torch_{name}", files)
+    root = materialize(s.cache_dir, f"torch_{name}", files)
     spec = make_spec(name, [str(root / f) for f in files], extra_cflags=extra_cflags,
                      extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
                      extra_include_paths=extra_include_paths, with_cuda=with_cuda,

@@ -57,6 +57,11 @@ def _core_build(spec: KernelSpec, settings: "Settings", generated: Path | None =
     return Path(res.so_path) if res.so_path else Path(res.entry_path) / f"{spec.name}.so"
 
 
+def save_originals(originals: dict[str, Callable[..., Any]]) -> None:
+    """Remember tvm-ffi's own functions (fallbacks reach them while the patch is installed)."""
+    _ORIGINALS.update(originals)
+
+
 def _original(name: str) -> Callable[..., Any]:
     """tvm-ffi's own function (the saved one while patched: never our replacement)."""
     if name in _ORIGINALS:
@@ -174,7 +179,7 @@ def _deliver(so: Path, spec_module: str, build_directory: str | None, output: st
         settings.layout.dropin / so.parent.name)
     dest = dest_dir / filename
     if not _same_bytes(so, dest):
-        _objects._atomic_copy(so, dest)
+        _objects.atomic_copy(so, dest)
     return str(dest.resolve())
 
 

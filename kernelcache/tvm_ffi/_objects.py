@@ -62,7 +62,7 @@ def _digest(fn_name: str, name: str, output: str, kwargs: dict[str, Any]) -> str
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def _atomic_copy(src: Path, dest: Path) -> None:
+def atomic_copy(src: Path, dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.kc-{os.getpid()}-{os.urandom(4).hex()}")
     try:
@@ -99,6 +99,6 @@ def build_object(original: Callable[..., str], name: str, build_directory: str |
         if build_directory is None:
             return str(kept)
         dest = Path(build_directory).expanduser().resolve() / kept.name
-        _atomic_copy(kept, dest)
+        atomic_copy(kept, dest)
         shutil.rmtree(home, ignore_errors=True)
         return str(dest)

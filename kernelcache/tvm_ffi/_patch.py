@@ -64,7 +64,7 @@ def install(settings: "Settings | None" = None) -> None:
                 if not getattr(current, "__kernelcache_dropin__", False):
                     _saved[(mname, name)] = current
         # Fallbacks (HIP, object outputs) must reach tvm-ffi's own builders, never ourselves.
-        _api._ORIGINALS.update({name: _saved[("tvm_ffi.cpp.extension", name)] for name in NAMES})
+        _api.save_originals({name: _saved[("tvm_ffi.cpp.extension", name)] for name in NAMES})
         for mod in mods.values():
             for name in NAMES:
                 setattr(mod, name, _replacement(name, settings))

@@ -31,7 +31,7 @@ def test_push_uploads_a_user_kernel_from_the_cache_without_compiling(fleet_remot
     manifest = json.loads(next((a.cache / "v1" / "entries" / "fleet_k").glob("*/*/manifest.json")).read_text())
     assert len(manifest["skey"]) == 64  # the source key a fetch looks under, recorded at build time
     a.log.unlink()
-    p = a.cli("push", "--remote", fleet_remote.url, "--remote-mode", "readwrite")
+    p = a.cli("--remote", fleet_remote.url, "--remote-mode", "readwrite", "push")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "fleet_k" in p.stdout and "uploaded" in p.stdout, p.stdout
     assert a.compiles() == compiles and a.events("build_start") == []  # push never compiles

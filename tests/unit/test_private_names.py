@@ -15,12 +15,8 @@ import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "kernelcache"
 
-# Violations in files owned by other branches of issue 18 at the time this test landed; the
-# integrator empties this list as those branches merge (each entry: "file: what it uses").
-PENDING: set[str] = {
-    "kernelcache/tvm_ffi/_patch.py",  # _api._ORIGINALS (tvmffi)
-    "kernelcache/tvm_ffi/_api.py",  # _objects._atomic_copy (tvmffi)
-}
+# Known violations awaiting a fix (each entry: "file: what it uses"); empty since issue 18 landed.
+PENDING: set[str] = set()
 
 
 def _private(name: str) -> bool:
