@@ -183,14 +183,19 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
             is_python_module, with_pytorch_error_handling, keep_intermediates, use_pch, no_implicit_headers)
     s = _settings(settings)
     files = inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers)
-    from ._inline import materialize
+    from .. import inline_sources
 
-    root, _created = materialize(s.cache_dir, f"torch_{name}", files)
+    root, created = inline_sources.materialize(s.cache_dir, f"torch_{name}", files)
     spec = make_spec(name, [str(root / f) for f in files], extra_cflags=extra_cflags,
                      extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
                      extra_include_paths=extra_include_paths, with_cuda=with_cuda,
                      is_python_module=is_python_module, is_standalone=False, settings=s)
-    return _load_spec(spec, s, verbose)
+    try:
+        return _load_spec(spec, s, verbose)
+    except BaseException:
+        if created:  # a failed call leaves no generated sources behind (as in the tvm-ffi drop-in)
+            inline_sources.discard(root)
+        raise
 
 
 _ORIGINALS: dict[str, Any] = {}  # torch's own functions, saved by _patch.install

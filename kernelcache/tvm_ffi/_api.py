@@ -42,13 +42,13 @@ def _core(spec: KernelSpec, settings: "Settings", generated: Path | None) -> tup
     """Load through the cache; a failed or refused (no-build) call removes the sources it wrote."""
     import kernelcache
 
-    from . import _sources
+    from .. import inline_sources
 
     try:
         return kernelcache.load_with_result(spec, settings=settings)
     except BaseException:
         if generated is not None:
-            _sources.discard(generated)
+            inline_sources.discard(generated)
         raise
 
 
@@ -109,6 +109,7 @@ def _inline(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, e
             extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, embed_cubin=None,
             settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
     """The spec ``load_inline`` builds, and its generated source dir when this call wrote it."""
+    from .. import inline_sources
     from ..spec import KernelSpec
     from . import _args, _sources
 
@@ -133,7 +134,7 @@ def _inline(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, e
         files[_sources.CUDA_FILE] = _sources.wrapped_source("\n".join(cuda), {} if cpp else exports).encode()
     for cname, image in _args.check_cubin_names(embed_cubin, name).items():
         files[_sources.cubin_file_name(cname)] = _sources.cubin_source(cname, image).encode()
-    root, created = _sources.materialize(_settings(settings).cache_dir, kname, files)
+    root, created = inline_sources.materialize(_settings(settings).cache_dir, kname, files)
     spec = KernelSpec(name=kname, sources=sorted(files), root=root, functions=learned,
                       backend="cuda" if cuda else "cpu", **flags)
     return spec, (root if created else None)

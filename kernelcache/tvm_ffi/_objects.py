@@ -19,7 +19,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _args, _sources
+from .. import inline_sources
+from . import _args
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
@@ -32,7 +33,7 @@ def link_inputs(inputs: list[Path], settings: "Settings") -> list[str]:
     """Linker arguments for pre-built inputs, each a copy whose directory names its bytes."""
     out: list[str] = []
     for obj in inputs:
-        where = _sources.materialize(settings.cache_dir, "_objects", {obj.name: obj.read_bytes()})[0]
+        where = inline_sources.materialize(settings.cache_dir, "_objects", {obj.name: obj.read_bytes()})[0]
         path = str(where / obj.name)
         if obj.suffix.lower() in _args.ARCHIVE_SUFFIXES:
             out += ["-Wl,--whole-archive", path, "-Wl,--no-whole-archive"]
@@ -43,7 +44,7 @@ def link_inputs(inputs: list[Path], settings: "Settings") -> list[str]:
 
 def link_only_root(settings: "Settings", name: str) -> tuple[Path, bool]:
     """The root holding the one generated source of a link-only module (and: created now?)."""
-    return _sources.materialize(settings.cache_dir, name, {LINK_ONLY_FILE: _LINK_ONLY_SOURCE})
+    return inline_sources.materialize(settings.cache_dir, name, {LINK_ONLY_FILE: _LINK_ONLY_SOURCE})
 
 
 def _digest(fn_name: str, name: str, output: str, kwargs: dict[str, Any]) -> str:

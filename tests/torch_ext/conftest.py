@@ -8,14 +8,9 @@ extensions are built once per module (``test_parity.py``).
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/conftest.py helpers
-
-from conftest import KcEnv  # noqa: E402
+from ..support import KcEnv
 
 pytest.importorskip("torch")
 

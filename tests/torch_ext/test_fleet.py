@@ -14,9 +14,8 @@ import pytest
 
 from .helpers import PARAM_V2, SEED_NAME, write_seed
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
-from hosts import Host, without_compilers_path  # noqa: E402
-from servers import S3Server  # noqa: E402
+from ..remote.hosts import Host, without_compilers_path
+from ..remote.servers import S3Server
 
 REPO = Path(__file__).resolve().parents[2]
 LOAD = r"""

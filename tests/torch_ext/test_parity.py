@@ -21,10 +21,27 @@ REPO = Path(__file__).resolve().parents[2]
 CASES = ("calc", "inline", "library", "standalone")
 
 
+def _work_dir(tmp_path_factory) -> Path:
+    """Per session: under pytest-xdist one directory for all workers of the session, so the heavy
+    builds happen once (kernelcache's lock and torch's baton serialise concurrent builders);
+    sources are written only when absent, so a worker never rewrites a file another compiles."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        work = tmp_path_factory.mktemp("parity")
+        parity_cases.write_sources(work)
+        return work
+    work = tmp_path_factory.getbasetemp().parent / "torch-parity"
+    staging = tmp_path_factory.mktemp("parity-staging")
+    parity_cases.write_sources(staging)
+    try:
+        os.rename(staging, work)  # the first worker's copy wins whole; the others use it
+    except OSError:
+        pass
+    return work
+
+
 @pytest.fixture(scope="module")
 def parity_work(tmp_path_factory) -> dict:
-    work = tmp_path_factory.mktemp("parity")
-    parity_cases.write_sources(work)
+    work = _work_dir(tmp_path_factory)
     env = dict(os.environ)
     env.update(KERNELCACHE_DIR=str(work / "kc-cache"), KERNELCACHE_LOCK_DIR=str(work / "kc-locks"),
                TORCH_EXTENSIONS_DIR=str(work / "torch-ext"), KERNELCACHE_LOG="0",
