@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
 
 from . import native, toolchain
 from .plan import ROOT, BuildPlan
@@ -150,11 +149,15 @@ def _has_native(spec: KernelSpec) -> bool:
 
 
 # -- level 1 -----------------------------------------------------------------------------------
-@dataclass
 class Level1:
-    key: str
-    inputs: dict  # clear-text inputs, stored in the manifest for `explain`
-    source_hashes: dict[str, str] = field(default_factory=dict)
+    """The level-1 key of a plan and the inputs it covers (a plain class: on every load's path)."""
+
+    __slots__ = ("key", "inputs", "source_hashes")
+
+    def __init__(self, key: str, inputs: dict, source_hashes: dict[str, str] | None = None) -> None:
+        self.key = key
+        self.inputs = inputs  # clear-text inputs, stored in the manifest for `explain`
+        self.source_hashes = {} if source_hashes is None else source_hashes
 
 
 def level1(plan: BuildPlan, settings: Settings) -> Level1:
@@ -310,11 +313,14 @@ def entry_id(key1: str, deps: list[dict], absent: list[str]) -> str:
     return canonical_hash([key1, [[d["path"], d["xxh3"]] for d in deps], absent])[:32]
 
 
-@dataclass
 class DepCheck:
-    ok: bool
-    reason: str = ""
-    refreshed: dict[str, list[int]] = field(default_factory=dict)  # path -> new stat (bytes equal)
+    """Did the recorded dependencies hold (a plain class: on every load's path)."""
+
+    __slots__ = ("ok", "reason", "refreshed")
+
+    def __init__(self, ok: bool, reason: str = "", refreshed: dict[str, list[int]] | None = None) -> None:
+        self.ok, self.reason = ok, reason
+        self.refreshed = {} if refreshed is None else refreshed  # path -> new stat (bytes equal)
 
 
 def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str]],

@@ -51,16 +51,19 @@ class WarmResult:
                 "so_path": self.so_path}
 
 
-@dataclass
 class _Ctx:
-    """One load: the spec, its settings, and what was learned on the way (refusals, keys)."""
+    """One load: the spec, its settings, and what was learned on the way (refusals, keys).
 
-    spec: KernelSpec
-    s: Settings
-    store: LocalStore
-    t0: float = field(default_factory=time.monotonic)
-    refused: list[str] = field(default_factory=list)
-    _skey: str | None = None
+    A plain class, not a dataclass: internal, and every class the first load imports is paid for
+    by each process that loads a kernel (benchmarks/bench_dropin_import.py)."""
+
+    __slots__ = ("spec", "s", "store", "t0", "refused", "_skey")
+
+    def __init__(self, spec: KernelSpec, s: Settings, store: LocalStore) -> None:
+        self.spec, self.s, self.store = spec, s, store
+        self.t0 = time.monotonic()
+        self.refused: list[str] = []
+        self._skey: str | None = None
 
     def result(self, status: str, entry: Entry, reason: str = "") -> WarmResult:
         return WarmResult(self.spec.name, status, time.monotonic() - self.t0, reason, entry.entry_id,
@@ -125,12 +128,11 @@ def _foreign(ctx: _Ctx, entries: Iterator[Entry], strict_external: bool) -> tupl
     return None, None
 
 
-@dataclass
 class _LocalLook:
-    module: Any = None
-    entry: Entry | None = None
-    reason: str = ""
-    code: str = ""
+    __slots__ = ("module", "entry", "reason", "code")
+
+    def __init__(self, module: Any = None, entry: Entry | None = None, reason: str = "", code: str = "") -> None:
+        self.module, self.entry, self.reason, self.code = module, entry, reason, code
 
 
 def _local(ctx: _Ctx, plan: BuildPlan, l1: key.Level1) -> _LocalLook:

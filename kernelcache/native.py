@@ -13,7 +13,6 @@ like tool identities; CPU features per process.
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import threading
 from pathlib import Path
@@ -81,6 +80,8 @@ def _norm(name: str) -> str:
 # -- the compiler's expansion -------------------------------------------------------------------
 def _expanded_tokens(stderr: str) -> list[str]:
     """The target tokens of the compiler proper's command line in ``-###`` output."""
+    import shlex  # only when the flags are probed (memoized on disk): off the warm path
+
     for line in stderr.splitlines():
         try:
             argv = shlex.split(line)

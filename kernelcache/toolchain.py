@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import process_state
@@ -225,12 +224,25 @@ def find_ninja() -> str:
 
 
 # -- tvm-ffi (found without importing it: `import tvm_ffi` pulls in torch) ------------------
-@dataclass(frozen=True)
 class TvmFfiPaths:
-    package_dir: str
-    include_dir: str
-    lib_path: str
-    version: str
+    """Where tvm-ffi is and which version (a plain record, not a dataclass: every load imports it)."""
+
+    __slots__ = ("package_dir", "include_dir", "lib_path", "version")
+
+    def __init__(self, package_dir: str, include_dir: str, lib_path: str, version: str) -> None:
+        self.package_dir, self.include_dir, self.lib_path, self.version = package_dir, include_dir, lib_path, version
+
+    def _t(self) -> tuple[str, str, str, str]:
+        return (self.package_dir, self.include_dir, self.lib_path, self.version)
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is self.__class__ and self._t() == other._t()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._t())
+
+    def __repr__(self) -> str:
+        return "TvmFfiPaths(" + ", ".join(f"{f}={v!r}" for f, v in zip(self.__slots__, self._t())) + ")"
 
 
 _tvm_paths: TvmFfiPaths | None = None
