@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .errors import SpecError
 
@@ -159,6 +159,12 @@ def specs_from_ref(ref: str, search_path: Sequence[str | Path] = ()) -> list[Ker
         obj = getattr(mod, attr)
     except AttributeError:
         raise SpecError(f"spec reference {ref!r}: module {mod_name!r} has no attribute {attr!r}") from None
+    return specs_of_value(obj, f"spec reference {ref!r}")
+
+
+def specs_of_value(obj: Any, what: str) -> list["KernelSpec"]:
+    """The specs a ``module:callable`` reference names: a spec, a callable returning one, a
+    mapping or an iterable of them (the CLI's ``--spec`` and the plugin's ``kernelcache_specs``)."""
     value = obj() if callable(obj) and not isinstance(obj, KernelSpec) else obj
     if isinstance(value, KernelSpec):
         items = [value]
@@ -171,5 +177,5 @@ def specs_from_ref(ref: str, search_path: Sequence[str | Path] = ()) -> list[Ker
             items = [value]
     for s in items:
         if not isinstance(s, KernelSpec):
-            raise SpecError(f"spec reference {ref!r} returned {type(s).__name__}, expected KernelSpec(s)")
+            raise SpecError(f"{what} returned {type(s).__name__}, expected KernelSpec(s)")
     return items

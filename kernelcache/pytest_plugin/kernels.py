@@ -184,26 +184,17 @@ def _result(name: str, status: str, reason: str, where: str) -> dict:
 
 
 def _specs_of(ref: str, config: pytest.Config) -> list[Any]:
-    from kernelcache.spec import KernelSpec
+    from kernelcache.errors import SpecError
+    from kernelcache.spec import specs_of_value
 
     mod_name, sep, attr = ref.partition(":")
     if not sep or not mod_name or not attr:
         raise pytest.UsageError(f"kernelcache_specs entry {ref!r} must be 'module:callable'")
     obj = _import_attr(mod_name, attr, config)
-    value = obj() if callable(obj) and not isinstance(obj, KernelSpec) else obj
-    if isinstance(value, KernelSpec):
-        items = [value]
-    elif isinstance(value, dict):
-        items = list(value.values())
-    else:
-        try:
-            items = list(value)
-        except TypeError:
-            items = [value]
-    for s in items:
-        if not isinstance(s, KernelSpec):
-            raise pytest.UsageError(f"kernelcache_specs entry {ref!r} returned {type(s).__name__}, "
-                                    "expected KernelSpec(s)")
+    try:
+        items = specs_of_value(obj, f"kernelcache_specs entry {ref!r}")
+    except SpecError as e:
+        raise pytest.UsageError(str(e)) from None
     return items
 
 

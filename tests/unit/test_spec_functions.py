@@ -31,3 +31,15 @@ def test_mapping_is_unchanged(tmp_path):
 def test_other_shapes_raise_spec_error_saying_what_is_expected(tmp_path, bad):
     with pytest.raises(kc.SpecError, match="functions"):
         _spec(tmp_path, bad)
+
+
+def test_spec_references_accept_a_spec_a_callable_a_mapping_or_an_iterable(tmp_path):
+    from kernelcache.spec import specs_of_value
+
+    a = kc.KernelSpec(name="a", sources=["a.cc"], root=tmp_path)
+    b = kc.KernelSpec(name="b", sources=["b.cc"], root=tmp_path)
+    assert specs_of_value(a, "ref") == [a]
+    assert specs_of_value(lambda: [a, b], "ref") == [a, b]
+    assert specs_of_value({"a": a, "b": b}, "ref") == [a, b]
+    with pytest.raises(kc.SpecError, match=r"ref 'm:f' returned int, expected KernelSpec\(s\)"):
+        specs_of_value(lambda: [a, 3], "ref 'm:f'")
