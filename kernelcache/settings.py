@@ -11,13 +11,12 @@ calls :meth:`Settings.to_env`.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
-import tempfile
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .records import FrozenRecord
 
 if TYPE_CHECKING:
     from .layout import Layout
@@ -74,8 +73,7 @@ def default_mode(url: str | None, mode: str | None) -> str:
     return m or "read"
 
 
-@dataclass(frozen=True)
-class RemoteSettings:
+class RemoteSettings(FrozenRecord):
     """The fleet cache's knobs, one record (``Settings.remote``).
 
     Why a record of its own: the URL, the mode and the rest belong together (a mode without a URL
@@ -84,13 +82,17 @@ class RemoteSettings:
     construction: ``mode`` is always one of ``read|readwrite|off`` (``None`` asks for the default).
     """
 
-    url: str | None = None  # s3://, gs://, az://, file:// (checked when the remote is opened)
-    mode: str | None = None  # read | readwrite | off; None: read with a URL, else off
-    signing_key: Path | None = None  # Ed25519 private key (PEM) for writers
-    verify_keys: tuple[Path, ...] = ()  # Ed25519 public keys (PEM); set: unsigned refused
-    timeout: float = 10.0  # seconds per remote operation
-    lease_ttl: float = 600.0  # a compile lease older than this may be taken over
-    wait: float = 900.0  # how long a host waits for another host's compile
+    url: str | None  # s3://, gs://, az://, file:// (checked when the remote is opened)
+    mode: str | None  # read | readwrite | off; None: read with a URL, else off
+    signing_key: Path | None  # Ed25519 private key (PEM) for writers
+    verify_keys: tuple[Path, ...]  # Ed25519 public keys (PEM); set: unsigned refused
+    timeout: float  # seconds per remote operation
+    lease_ttl: float  # a compile lease older than this may be taken over
+    wait: float  # how long a host waits for another host's compile
+    _DEFAULTS = {"url": None, "mode": None, "signing_key": None, "verify_keys": (), "timeout": 10.0,
+                 "lease_ttl": 600.0, "wait": 900.0}
+    _FIELDS = tuple(_DEFAULTS)
+    __match_args__ = _FIELDS
 
     def __post_init__(self) -> None:
         url = (self.url or "").strip() or None
@@ -110,9 +112,6 @@ class RemoteSettings:
     @property
     def writable(self) -> bool:
         return self.mode == "readwrite"
-
-    def replace(self, **changes: Any) -> "RemoteSettings":
-        return dataclasses.replace(self, **changes)
 
     @classmethod
     def from_env(cls, kc: Mapping[str, str], url: str | None = None, mode: str | None = None) -> "RemoteSettings":
@@ -174,23 +173,28 @@ def kc_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(FrozenRecord):
     """What a load may do and where it keeps things. Frozen: derive variants with ``replace``."""
 
     cache_dir: Path
     lock_dir: Path
-    lock_timeout: float = 1800.0  # seconds to wait for another builder; <= 0: forever
-    no_build: bool = False  # a miss raises CacheMissError instead of compiling
-    rebuild: bool = False  # ignore cached entries, build once
-    log: str | None = None  # None: progress lines; "0": silent; "1"/"stderr": JSON events; else a file
-    prebuilt: tuple[Path, ...] = ()  # read-only artifact roots searched before the cache
-    cuda_arch: str | None = None  # "9.0" / "8.0,9.0"; None: the visible GPUs
-    flashinfer_include: str | None = None
-    max_jobs: int | None = None  # compile parallelism (never part of the key)
-    remote: RemoteSettings = RemoteSettings()  # the fleet cache (off by default)
-    patch: tuple[str, ...] = ()  # drop-ins to patch in: "tvm_ffi" (tvm_ffi.cpp), "torch" (cpp_extension)
-    cache_buster: str | None = None  # any string: part of every key (force a fleet-wide rebuild)
+    lock_timeout: float  # seconds to wait for another builder; <= 0: forever (default 1800)
+    no_build: bool  # a miss raises CacheMissError instead of compiling
+    rebuild: bool  # ignore cached entries, build once
+    log: str | None  # None: progress lines; "0": silent; "1"/"stderr": JSON events; else a file
+    prebuilt: tuple[Path, ...]  # read-only artifact roots searched before the cache
+    cuda_arch: str | None  # "9.0" / "8.0,9.0"; None: the visible GPUs
+    flashinfer_include: str | None
+    max_jobs: int | None  # compile parallelism (never part of the key)
+    remote: RemoteSettings  # the fleet cache (off by default)
+    patch: tuple[str, ...]  # drop-ins to patch in: "tvm_ffi" (tvm_ffi.cpp), "torch" (cpp_extension)
+    cache_buster: str | None  # any string: part of every key (force a fleet-wide rebuild)
+    _FIELDS = ("cache_dir", "lock_dir", "lock_timeout", "no_build", "rebuild", "log", "prebuilt", "cuda_arch",
+               "flashinfer_include", "max_jobs", "remote", "patch", "cache_buster")
+    _DEFAULTS = {"lock_timeout": 1800.0, "no_build": False, "rebuild": False, "log": None, "prebuilt": (),
+                 "cuda_arch": None, "flashinfer_include": None, "max_jobs": None, "remote": RemoteSettings(),
+                 "patch": (), "cache_buster": None}
+    __match_args__ = _FIELDS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cache_dir", Path(os.path.abspath(Path(self.cache_dir).expanduser())))
@@ -244,7 +248,7 @@ class Settings:
 
     def replace(self, **changes: Any) -> "Settings":
         """A copy with some fields changed (``Settings`` is frozen)."""
-        return dataclasses.replace(self, **changes)
+        return super().replace(**changes)
 
     # -- export ------------------------------------------------------------------------------
     def to_env(self) -> dict[str, str]:
@@ -272,22 +276,22 @@ class Settings:
         ``workerinput`` and the JSON report. The remote's fields keep their flat names
         (``remote``, ``remote_mode`` ...)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
+        for f in self._FIELDS:
+            v = getattr(self, f)
             if isinstance(v, RemoteSettings):
                 out.update(v.to_wire())
             elif isinstance(v, Path):
-                out[f.name] = str(v)
+                out[f] = str(v)
             elif isinstance(v, tuple):
-                out[f.name] = [str(p) for p in v]
+                out[f] = [str(p) for p in v]
             else:
-                out[f.name] = v
+                out[f] = v
         return out
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> "Settings":
         """The inverse of :meth:`to_wire` (unknown keys ignored: a newer controller's extras)."""
-        names = {f.name for f in dataclasses.fields(cls)} - {"remote"}
+        names = set(cls._FIELDS) - {"remote"}
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
         values["remote"] = RemoteSettings.from_wire(data)
         return cls(**values)
@@ -362,6 +366,8 @@ def patch_requested(environ: Mapping[str, str] | None = None) -> tuple[str, ...]
 
 def default_lock_dir() -> Path:
     """Node-local: flock is only meaningful on the local kernel, never on NFS."""
+    import tempfile
+
     return Path(tempfile.gettempdir()) / f"kernelcache-{os.getuid()}" / "locks"
 
 
