@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shutil
 
-from impact_project import ALL, git, make_project
+from .impact_project import ALL, git, make_project
 
 EDITS = [
     # name, action, expected: "only:<file part>" | "nothing" | "everything"

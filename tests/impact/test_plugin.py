@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from impact_project import ALL, Project, git, make_project
+from .impact_project import ALL, Project, git, make_project
 
 
 @pytest.fixture(scope="module")
