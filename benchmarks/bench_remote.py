@@ -6,6 +6,9 @@
    fresh process vs tvm_ffi.cpp.load_inline warm (goal <= 1.0x).
 3. 8 cold hosts at once (separate caches, released together after their imports): compiles
    fleet-wide (goal 1); slowest host vs one cold build + one download (goal <= 1.3x).
+4. `kernelcache push` of an entry from the local cache (whole CLI process; never compiles):
+   first upload, then again when the entry is there (its blob re-hashed: the repair check),
+   write requests the server saw for that second push (goal 0), vs `kernelcache ls`.
 
     python benchmarks/bench_remote.py [--reps 7]
 """
@@ -142,6 +145,39 @@ def gang_rows(server: S3Server, work: Path) -> dict:
             "gang_ratio": slowest / budget}
 
 
+def _cli_seconds(host: Host, *args: str) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    p = host.cli(*args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return time.perf_counter() - t0, p.stdout
+
+
+def push_rows(server: S3Server, work: Path, reps: int) -> dict:
+    url = server.url("bench/push")
+    project = make_project(work / "proj_push")
+    h = Host("p", work / "p", _env(server, url, "off"))
+    assert h.load(project)["status"] == "built"
+    flags = ("--remote", url, "--remote-mode", "readwrite")
+    first, out = _cli_seconds(h, "push", *flags)
+    assert "uploaded" in out and h.compiles() == 1, out
+    writes = server.write_requests()
+    again = []
+    for _ in range(reps):
+        sec, out = _cli_seconds(h, "push", *flags)
+        assert "exists" in out, out
+        again.append(sec)
+    time.sleep(0.5)  # let the server's counters catch up
+    extra_writes = server.write_requests() - writes
+    ls = statistics.median(_cli_seconds(h, "ls", "--json")[0] for _ in range(reps))
+    again_s = statistics.median(again)
+    print(f"\n== kernelcache push, one entry from the local cache (whole CLI process, median of {reps})")
+    print(f"  first push (uploaded) {first:.3f} s; again (exists, blob re-hashed) {again_s:.3f} s; "
+          f"compiles: {h.compiles() - 1}; write requests of the repeat pushes: {extra_writes} (goal 0)")
+    print(f"  vs kernelcache ls --json {ls:.3f} s -> {again_s / ls:.2f}x")
+    return {"push_first_s": first, "push_again_s": again_s, "push_again_writes": extra_writes,
+            "cli_ls_s": ls, "push_compiles": h.compiles() - 1}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
@@ -152,6 +188,7 @@ def main() -> int:
         rows = fresh_host_rows(server, work)
         rows |= local_hit_rows(server, work, args.reps)
         rows |= gang_rows(server, work)
+        rows |= push_rows(server, work, args.reps)
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)

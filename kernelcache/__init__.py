@@ -30,6 +30,8 @@ __all__ = [
     "load",
     "load_with_result",
     "warm",
+    "push",
+    "PushResult",
     "explain",
     "stats",
     "cache_dir",
@@ -53,6 +55,8 @@ _LAZY = {
     "stats": ("events", "stats"),
     "reset_process_state": ("process_state", "reset_process_state"),
     "WarmResult": ("loader", "WarmResult"),
+    "push": ("push", "push"),
+    "PushResult": ("push", "PushResult"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .diagnose import explain
     from .process_state import reset_process_state
     from .loader import WarmResult, load, load_with_result, warm
+    from .push import PushResult, push
 
 
 def cache_dir(settings: Settings | None = None) -> "Path":

@@ -94,11 +94,17 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     if mod is not None:
         return mod, None
     sp = str(entry.so_path)
-    rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=sp not in _state.verified_sha)
+    check_sha = sp not in _state.verified_sha
+    stamp = _binary_stamp(spec, entry) if check_sha else None
+    if stamp is not None and entry.stat_cache().get(stamp[0]) == stamp[1]:
+        check_sha = False
+    rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=check_sha)
     if rej:
         return None, rej
     with _state.lock:
         _state.verified_sha.add(sp)
+    if check_sha and stamp is not None:
+        entry.save_stat_cache(dict([stamp]))
     if spec.kind != "tvm_ffi":
         return _accept_kind(spec, entry, store, mkey)
     import tvm_ffi
@@ -115,6 +121,23 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     with _state.lock:
         _state.modules[mkey] = mod
     return mod, None
+
+
+def _binary_stamp(spec: KernelSpec, entry: Entry) -> tuple[str, list[int]] | None:
+    """Torch kinds: (key, stat) of the binary, remembered once its sha256 was verified.
+
+    Their binaries are large (a pybind11 module is ~1 MB), so hashing one in every fresh process
+    would cost more than the rest of a warm load. The stat recorded next to the entry after a
+    verification (size, mtime, ctime, inode: a replaced or rewritten file changes its ctime or
+    inode, which no user can set back) stands in for the hash while it is unchanged.
+    """
+    if spec.kind == "tvm_ffi":
+        return None
+    try:
+        st = entry.so_path.stat()
+    except OSError:
+        return None
+    return f"binary:{entry.so_path.name}", [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def _accept_kind(spec: KernelSpec, entry: Entry, store: LocalStore, mkey: tuple[str, str]

@@ -23,9 +23,11 @@ class BuildError(KernelCacheError, RuntimeError):
         self.command = command
         self.output = output
         self.returncode = returncode
+        # No exit status / no "<placeholder>" command when no tool ran: the output is the cause.
+        status = f" (exit {returncode})" if returncode is not None else ""
+        cmd = f"command: {command}\n" if command and not command.startswith("<") else ""
         super().__init__(
-            f"building kernel {spec_name!r} failed (exit {returncode}).\n"
-            f"command: {command}\n--- compiler output ---\n{output.rstrip()}"
+            f"building kernel {spec_name!r} failed{status}.\n{cmd}--- compiler output ---\n{output.rstrip()}"
         )
 
 

@@ -29,13 +29,14 @@ _floats: dict[str, float] = {"build_seconds": 0.0, "wait_seconds": 0.0}
 _per_kernel: dict[str, Counter] = defaultdict(Counter)
 _per_kernel_reasons: dict[str, Counter] = defaultdict(Counter)
 _PROGRESS = {"build_start", "build_progress", "build_done", "build_failed", "lock_wait", "quarantine",
-             "race_guard", "remote_down", "remote_lease_wait", "remote_hit", "remote_upload"}
+             "race_guard", "remote_down", "remote_lease_wait", "remote_hit", "remote_upload", "remote_miss",
+             "remote_repair"}
 # event -> per-kernel counter name (what the plugin summary and `kernelcache stats` show)
 _KERNEL_COUNTERS = {
     "hit": "hits", "prebuilt_hit": "prebuilt_hits", "remote_hit": "remote_hits", "miss": "misses",
     "build_done": "builds", "build_failed": "build_failures", "quarantine": "quarantined",
     "remote_miss": "remote_misses", "remote_upload": "uploads", "remote_lease_wait": "lease_waits",
-    "remote_error": "remote_errors", "lock_wait_start": "lock_waits",
+    "remote_error": "remote_errors", "lock_wait_start": "lock_waits", "remote_repair": "repairs",
 }
 _target: ContextVar[str | None] = ContextVar("kernelcache_log_target", default=None)
 _listeners: list[Callable[[str, dict], None]] = []  # in-process observers (the plugin's impact recorder)
@@ -98,7 +99,7 @@ def emit(event: str, **fields: Any) -> None:
     if target == "0":
         return
     if target in (None, ""):
-        if event in _PROGRESS:
+        if event in _PROGRESS and not (event == "remote_miss" and fields.get("reason_code") == "remote_no_entry"):
             print(f"[kernelcache] {_human(event, fields)}", file=sys.stderr, flush=True)
         return
     record = {"t": round(time.time(), 3), "event": event, "pid": os.getpid(), **fields}
@@ -123,8 +124,11 @@ def _human(event: str, f: dict) -> str:
         "lock_wait": lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: build lock held by {f.get('holder', '?')}",
         "quarantine": lambda: f"rejected cached {name} ({f.get('reason')}); moved to quarantine, rebuilding",
         "race_guard": lambda: f"{name}: {f.get('reason')}; not publishing this build",
-        "remote_down": lambda: f"remote {f.get('remote')} unavailable ({f.get('reason')}); building locally "
-                               "for the rest of this process",
+        "remote_down": lambda: f"fleet cache {f.get('remote')} unavailable ({f.get('reason')}); this process "
+                               "goes on with its local cache",
+        "remote_miss": lambda: f"refused {name} entry {str(f.get('entry', ''))[:12]} from {f.get('remote')} "
+                               f"({f.get('reason_code')}: {f.get('reason')})",
+        "remote_repair": lambda: f"{f.get('status')} damaged fleet entry of {name} on {f.get('remote')}",
         "remote_lease_wait": lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: being compiled by "
                                      f"{f.get('holder', '?')} (fleet lease)",
         "remote_hit": lambda: f"fetched {name} from {f.get('remote')} in {f.get('seconds', 0):.2f}s",
@@ -162,6 +166,7 @@ def stats() -> dict[str, Any]:
             "uploads": _counters["remote_upload"],
             "lease_waits": _counters["remote_lease_wait"],
             "remote_errors": _counters["remote_error"],
+            "repairs": _counters["remote_repair"],
             "kernels": kernels,
         }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import manifest as manifest_mod
 from . import toolchain
 from .layout import Layout
-from .settings import Settings, resolve
+from .settings import RemoteSettings, Settings, resolve
 from .storage.entry import Entry
 
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
@@ -42,7 +42,7 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
     from .kernels import shipped_specs
     from .loader import load_with_result
 
-    base = resolve(settings).replace(no_build=False, prebuilt=(), remote_mode="off")
+    base = resolve(settings).replace(no_build=False, prebuilt=(), remote=RemoteSettings())
     out = Path(out).resolve()
     report = []
     for name, spec in shipped_specs(names, base).items():

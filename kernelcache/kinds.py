@@ -28,30 +28,22 @@ from .spec import KernelSpec
 
 SURFACE_TIMEOUT_S = 600.0
 _PKG_PARENT = str(Path(__file__).resolve().parent.parent)
-# Started when the build starts: imports torch while the compiler runs, then reads the path of
-# the linked binary from stdin (an empty line: the build failed, exit quietly).
+# Imports torch, then reads the path of the linked binary from stdin (empty line: exit quietly).
 _RUNNER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import torch; "
            "path = sys.stdin.readline().strip(); "
            "from kernelcache.surface import main; raise SystemExit(main([sys.argv[1], path, sys.argv[2]]) if path else 0)")
 
 
 def start_surface(spec: KernelSpec) -> subprocess.Popen | None:
-    """Start the surface subprocess of a build early, so torch's import overlaps the compile."""
+    """The surface subprocess of a build: it imports torch, then reads the binary's path.
+
+    Started after the link, not with the compiler: on a busy machine a concurrent torch import
+    slowed the compile down by more than it saved (measured, benchmarks/RESULTS.md).
+    """
     if spec.kind in ("tvm_ffi", "executable"):
         return None
     return subprocess.Popen([sys.executable, "-c", _RUNNER, _PKG_PARENT, spec.kind, spec.name],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def stop_surface(proc: subprocess.Popen | None) -> None:
-    """End a surface subprocess that was not used (the build failed): no path, then reap it."""
-    if proc is None or proc.returncode is not None:
-        return
-    try:
-        proc.communicate("\n", timeout=30)
-    except (subprocess.TimeoutExpired, OSError, ValueError):
-        proc.kill()
-        proc.communicate()
 
 
 def fresh_surface(spec: KernelSpec, so_path: Path, proc: subprocess.Popen | None = None) -> dict:

@@ -2,7 +2,8 @@
 
 One flat pipeline; every place an entry can come from hands a local directory to the same
 acceptance step (``_accept``: validation before dlopen, dlopen, identity and exported schemas),
-so a stale ``.so`` is rejected, never called. A rejected entry is quarantined; a freshly built
+so a stale ``.so`` is rejected, never called. The fleet stage (``kernelcache.fleet``) gets that
+step as a door in a typed request and answers with a typed outcome. A rejected entry is quarantined; a freshly built
 one that is rejected is rebuilt once, then the error is raised with the precise reason.
 
 All inputs arrive as one ``Settings`` (``settings=None`` reads the environment now); nothing
@@ -59,7 +60,6 @@ class _Ctx:
     store: LocalStore
     t0: float = field(default_factory=time.monotonic)
     refused: list[str] = field(default_factory=list)
-    lease: Any = None  # a fleet compile lease this load holds (released after the upload)
     _skey: str | None = None
 
     def result(self, status: str, entry: Entry, reason: str = "") -> WarmResult:
@@ -84,6 +84,15 @@ class _Ctx:
 
 def _accept(ctx: "_Ctx", entry: Entry) -> tuple[Any, validate.Rejection | None]:
     return accept(ctx.spec, entry, ctx.store)
+
+
+def _door(ctx: _Ctx):
+    """The acceptance step as the fleet stage sees it: entry -> module | Rejection."""
+    def door(entry: Entry) -> Any:
+        mod, rej = _accept(ctx, entry)
+        return mod if mod is not None else rej
+
+    return door
 
 
 def _reject(ctx: _Ctx, entry: Entry, rej: validate.Rejection) -> None:
@@ -166,11 +175,6 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
             "a prebuilt artifact root (KERNELCACHE_PREBUILT) with KERNELCACHE_NO_BUILD=1") from e
     events.emit("build_start", name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
     t0 = time.monotonic()
-    pre = None
-    if spec.kind != "tvm_ffi":
-        from . import kinds
-
-        pre = kinds.start_surface(spec)  # imports torch while the compiler runs
     try:
         from . import build  # imported on a miss only: a warm load never pays for it
 
@@ -179,12 +183,12 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
         if spec.kind != "tvm_ffi":  # torch kinds: surface from a subprocess (kernelcache/kinds.py)
             if problem:
                 raise BuildError(spec.name, "<post-link check>", problem)
-            found, surface = {}, kinds.fresh_surface(spec, bdir / plan.so_name, pre)
+            from . import kinds
+
+            found, surface = {}, kinds.fresh_surface(spec, bdir / plan.so_name)
         else:
             found, surface = _fresh_tvm_check(ctx, plan, bdir, problem), None
     except BaseException as e:
-        if pre is not None:
-            kinds.stop_surface(pre)
         events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         import shutil
 
@@ -251,9 +255,20 @@ def single_flight(key1: str, name: str, s: Settings):
 
 
 def _fleet():
-    from .storage import fleet  # imported only when a remote is configured
+    from . import fleet  # imported only when a remote is configured
 
     return fleet
+
+
+def _from_fleet(ctx: _Ctx, can_build: bool):
+    """Ask the fleet stage; a fetched module is recorded as a hit here. Returns the outcome."""
+    fleet = _fleet()
+    out = fleet.obtain(fleet.FleetRequest(ctx.spec, ctx.s, ctx.skey() or "", ctx.installation(), ctx.store,
+                                          _door(ctx), can_build))
+    ctx.refused.extend(out.misses)
+    if out.module is not None:
+        _hit(ctx, out.entry)
+    return out
 
 
 def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
@@ -290,20 +305,23 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
                     _hit(ctx, again.entry)
                     events.emit("hit", name=spec.name, entry=again.entry.entry_id, after_wait=True)
                     return again.module, ctx.result("hit", again.entry, "built by another process")
-            if s.remote_enabled and not s.rebuild:
-                got = _fleet().obtain(ctx, _foreign, can_build=not s.no_build)
-                if got is not None:
-                    return got
+            lease = None
+            if s.remote_enabled and not s.rebuild and ctx.skey():
+                got = _from_fleet(ctx, can_build=not s.no_build)
+                if got.module is not None:
+                    return got.module, ctx.result("remote", got.entry, f"fetched from {got.remote}")
+                lease = got.lease
             if s.no_build:
                 raise CacheMissError(spec.name, look.reason, ctx.refused)
             try:
-                with _fleet().lease_kept(ctx) if ctx.lease is not None else nullcontext():
+                with _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None \
+                        else nullcontext():
                     mod, entry = _build_and_accept(ctx, plan, l1, look.reason)
                 if s.remote_writable:
-                    _fleet().upload(ctx, entry)
+                    _fleet().upload(s, entry)
             finally:
-                if ctx.lease is not None:
-                    ctx.lease.release()
+                if lease is not None:
+                    lease.release()
     return mod, ctx.result("built", entry, look.reason)
 
 
@@ -320,9 +338,9 @@ def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]
                 return mod, ctx.result("hit", entry, "fetched earlier from the fleet cache")
             if s.remote_enabled:
                 with single_flight("skey:" + skey, spec.name, s):
-                    got = _fleet().obtain(ctx, _foreign, can_build=False)
-                    if got is not None:
-                        return got
+                    got = _from_fleet(ctx, can_build=False)
+                    if got.module is not None:
+                        return got.module, ctx.result("remote", got.entry, f"fetched from {got.remote}")
     if s.no_build:
         raise CacheMissError(spec.name, f"no usable prebuilt or fleet artifact and no toolchain: {err}",
                              ctx.refused) from err
@@ -373,21 +391,3 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict:
     from .diagnose import explain as _explain
 
     return _explain(spec, settings)
-
-
-def push(spec: KernelSpec, settings: Settings | None = None) -> dict:
-    """Upload the entry this host loads for ``spec`` to the fleet cache (``kernelcache push``).
-
-    The entry is loaded (built if needed) with the remote off first, so only a binary that
-    validated here is published; prebuilt and fetched entries are not re-published.
-    """
-    s = resolve(settings)
-    if not s.remote_writable:
-        raise KernelCacheError("push needs a remote in readwrite mode (KERNELCACHE_REMOTE_MODE=readwrite)")
-    with events.logging_to(s.log):
-        _, res = _pipeline(spec, s.replace(remote_mode="off"))
-        m = manifest_mod.read(Path(res.entry_path))
-        if res.status not in ("hit", "built") or m is None or m.origin:
-            return {"entry_id": res.entry_id, "status": "skipped", "reason": f"{res.status} entry, not built here"}
-        status = _fleet().upload(_Ctx(spec, s, LocalStore(s)), Entry(Path(res.entry_path), m))
-    return {"entry_id": res.entry_id, "status": status}

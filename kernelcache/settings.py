@@ -55,6 +55,109 @@ def _paths(value: str | None) -> tuple[Path, ...]:
     return tuple(Path(p).expanduser().resolve() for p in (value or "").split(os.pathsep) if p.strip())
 
 
+def _positive(value: float, name: str, allow_zero: bool = False) -> float:
+    v = float(value)
+    if v < 0 or (v == 0 and not allow_zero) or v != v:
+        raise ValueError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} number of seconds, "
+                         f"got {value!r}")
+    return v
+
+
+def default_mode(url: str | None, mode: str | None) -> str:
+    """The one default-mode rule: a given mode wins; with a URL and no mode, ``read``; without a
+    URL, ``off`` whatever the mode says (a mode alone shares nothing)."""
+    m = (mode or "").strip().lower() or None
+    if m is not None and m not in REMOTE_MODES:
+        raise ValueError(f"KERNELCACHE_REMOTE_MODE must be one of {'|'.join(REMOTE_MODES)}, got {mode!r}")
+    if not url:
+        return "off"
+    return m or "read"
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """The fleet cache's knobs, one record (``Settings.remote``).
+
+    Why a record of its own: the URL, the mode and the rest belong together (a mode without a URL
+    means nothing), and the rule that fills in the mode is stated once, here, for the
+    environment, the CLI flags and the pytest options alike. Frozen and validated on
+    construction: ``mode`` is always one of ``read|readwrite|off`` (``None`` asks for the default).
+    """
+
+    url: str | None = None  # s3://, gs://, az://, file:// (checked when the remote is opened)
+    mode: str | None = None  # read | readwrite | off; None: read with a URL, else off
+    signing_key: Path | None = None  # Ed25519 private key (PEM) for writers
+    verify_keys: tuple[Path, ...] = ()  # Ed25519 public keys (PEM); set: unsigned refused
+    timeout: float = 10.0  # seconds per remote operation
+    lease_ttl: float = 600.0  # a compile lease older than this may be taken over
+    wait: float = 900.0  # how long a host waits for another host's compile
+
+    def __post_init__(self) -> None:
+        url = (self.url or "").strip() or None
+        object.__setattr__(self, "url", url)
+        object.__setattr__(self, "mode", default_mode(url, self.mode))
+        if self.signing_key is not None:
+            object.__setattr__(self, "signing_key", Path(self.signing_key))
+        object.__setattr__(self, "verify_keys", tuple(Path(p) for p in self.verify_keys))
+        object.__setattr__(self, "timeout", _positive(self.timeout, "KERNELCACHE_REMOTE_TIMEOUT"))
+        object.__setattr__(self, "lease_ttl", _positive(self.lease_ttl, "KERNELCACHE_REMOTE_LEASE_TTL"))
+        object.__setattr__(self, "wait", _positive(self.wait, "KERNELCACHE_REMOTE_WAIT", allow_zero=True))
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+    @property
+    def writable(self) -> bool:
+        return self.mode == "readwrite"
+
+    def replace(self, **changes: Any) -> "RemoteSettings":
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, kc: Mapping[str, str], url: str | None = None, mode: str | None = None) -> "RemoteSettings":
+        """From ``KERNELCACHE_REMOTE*`` (``kc``: see :func:`kc_environ`), with ``url``/``mode``
+        given on a command line or in an ini layered on top *before* the default rule."""
+        g = kc.get
+        signing = (g("KERNELCACHE_REMOTE_SIGNING_KEY") or "").strip()
+        return cls(
+            url=url or (g("KERNELCACHE_REMOTE") or "").strip() or None,
+            mode=mode or (g("KERNELCACHE_REMOTE_MODE") or "").strip() or None,
+            signing_key=Path(signing).expanduser() if signing else None,
+            verify_keys=_paths(g("KERNELCACHE_REMOTE_VERIFY_KEYS")),
+            timeout=_seconds(g("KERNELCACHE_REMOTE_TIMEOUT"), "KERNELCACHE_REMOTE_TIMEOUT", 10.0),
+            lease_ttl=_seconds(g("KERNELCACHE_REMOTE_LEASE_TTL"), "KERNELCACHE_REMOTE_LEASE_TTL", 600.0),
+            wait=_seconds(g("KERNELCACHE_REMOTE_WAIT"), "KERNELCACHE_REMOTE_WAIT", 900.0),
+        )
+
+    def to_env(self) -> dict[str, str]:
+        out = {"KERNELCACHE_REMOTE_MODE": str(self.mode), "KERNELCACHE_REMOTE_TIMEOUT": repr(self.timeout),
+               "KERNELCACHE_REMOTE_LEASE_TTL": repr(self.lease_ttl), "KERNELCACHE_REMOTE_WAIT": repr(self.wait),
+               "KERNELCACHE_REMOTE_VERIFY_KEYS": os.pathsep.join(map(str, self.verify_keys))}
+        if self.url is not None:
+            out["KERNELCACHE_REMOTE"] = self.url
+        if self.signing_key is not None:
+            out["KERNELCACHE_REMOTE_SIGNING_KEY"] = str(self.signing_key)
+        return out
+
+    # the flat record of the wire (xdist workerinput, the JSON report): the names users know
+    _WIRE = {"url": "remote", "mode": "remote_mode", "signing_key": "remote_signing_key",
+             "verify_keys": "remote_verify_keys", "timeout": "remote_timeout", "lease_ttl": "remote_lease_ttl",
+             "wait": "remote_wait"}
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f, key in self._WIRE.items():
+            v = getattr(self, f)
+            out[key] = str(v) if isinstance(v, Path) else [str(p) for p in v] if isinstance(v, tuple) else v
+        return out
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> "RemoteSettings":
+        return cls(**{f: (tuple(data[key]) if f == "verify_keys" else data[key])
+                      for f, key in cls._WIRE.items() if key in data})
+
+
 def kc_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every ``KERNELCACHE_*`` variable, deprecated names mapped to their new ones (with a warning).
 
@@ -85,13 +188,7 @@ class Settings:
     cuda_arch: str | None = None  # "9.0" / "8.0,9.0"; None: the visible GPUs
     flashinfer_include: str | None = None
     max_jobs: int | None = None  # compile parallelism (never part of the key)
-    remote: str | None = None  # fleet cache URL: s3://, gs://, az://, file://
-    remote_mode: str = "off"  # read | readwrite | off
-    remote_signing_key: Path | None = None  # Ed25519 private key (PEM) for writers
-    remote_verify_keys: tuple[Path, ...] = ()  # Ed25519 public keys (PEM); set: unsigned refused
-    remote_timeout: float = 10.0  # per remote operation
-    remote_lease_ttl: float = 600.0  # a compile lease older than this may be taken over
-    remote_wait: float = 900.0  # how long a host waits for another host's compile
+    remote: RemoteSettings = RemoteSettings()  # the fleet cache (off by default)
     patch: tuple[str, ...] = ()  # drop-ins to patch in: "tvm_ffi" (tvm_ffi.cpp), "torch" (cpp_extension)
     cache_buster: str | None = None  # any string: part of every key (force a fleet-wide rebuild)
 
@@ -99,17 +196,20 @@ class Settings:
         object.__setattr__(self, "cache_dir", Path(os.path.abspath(Path(self.cache_dir).expanduser())))
         object.__setattr__(self, "lock_dir", Path(os.path.abspath(Path(self.lock_dir).expanduser())))
         object.__setattr__(self, "prebuilt", tuple(Path(p) for p in self.prebuilt))
-        object.__setattr__(self, "remote_verify_keys", tuple(Path(p) for p in self.remote_verify_keys))
-        if self.remote_mode not in REMOTE_MODES:
-            raise ValueError(f"remote mode must be one of {'|'.join(REMOTE_MODES)}, got {self.remote_mode!r}")
-        if self.remote_signing_key is not None:
-            object.__setattr__(self, "remote_signing_key", Path(self.remote_signing_key))
+        if not isinstance(self.remote, RemoteSettings):
+            raise TypeError(f"Settings.remote must be a RemoteSettings, got {type(self.remote).__name__}")
         object.__setattr__(self, "patch", parse_patch(self.patch, "patch"))
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
-        """Read ``KERNELCACHE_*`` (and the few standard variables kernelcache honours)."""
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, remote_url: str | None = None,
+                 remote_mode: str | None = None, **overrides: Any) -> "Settings":
+        """Read ``KERNELCACHE_*`` (and the few standard variables kernelcache honours).
+
+        ``remote_url`` / ``remote_mode`` (a command line's or an ini's) are layered over the
+        environment's before :class:`RemoteSettings` applies its default-mode rule; any other
+        field can be overridden by keyword.
+        """
         env = os.environ if environ is None else environ
         kc = kc_environ(env)
         g = kc.get
@@ -120,11 +220,6 @@ class Settings:
         lock = (Path(g("KERNELCACHE_LOCK_DIR", "")).expanduser() if g("KERNELCACHE_LOCK_DIR")
                 else default_lock_dir())
         jobs = (env.get("MAX_JOBS") or "").strip()
-        remote = (g("KERNELCACHE_REMOTE") or "").strip() or None
-        mode = (g("KERNELCACHE_REMOTE_MODE") or "").strip().lower() or ("read" if remote else "off")
-        if mode not in REMOTE_MODES:
-            raise ValueError(f"KERNELCACHE_REMOTE_MODE must be one of {'|'.join(REMOTE_MODES)}, got {mode!r}")
-        signing = (g("KERNELCACHE_REMOTE_SIGNING_KEY") or "").strip()
         values: dict[str, Any] = dict(
             cache_dir=cache,
             lock_dir=lock,
@@ -137,13 +232,7 @@ class Settings:
             or None,
             flashinfer_include=(g("KERNELCACHE_FLASHINFER_INCLUDE") or "").strip() or None,
             max_jobs=int(jobs) if jobs.isdigit() and int(jobs) > 0 else None,
-            remote=remote,
-            remote_mode=mode if remote else "off",
-            remote_signing_key=Path(signing).expanduser() if signing else None,
-            remote_verify_keys=_paths(g("KERNELCACHE_REMOTE_VERIFY_KEYS")),
-            remote_timeout=_seconds(g("KERNELCACHE_REMOTE_TIMEOUT"), "KERNELCACHE_REMOTE_TIMEOUT", 10.0),
-            remote_lease_ttl=_seconds(g("KERNELCACHE_REMOTE_LEASE_TTL"), "KERNELCACHE_REMOTE_LEASE_TTL", 600.0),
-            remote_wait=_seconds(g("KERNELCACHE_REMOTE_WAIT"), "KERNELCACHE_REMOTE_WAIT", 900.0),
+            remote=RemoteSettings.from_env(kc, remote_url, remote_mode),
             patch=parse_patch(g("KERNELCACHE_PATCH"), "KERNELCACHE_PATCH")
             + (("tvm_ffi",) if _flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI") else ()),
             cache_buster=g("KERNELCACHE_CACHE_BUSTER") or None,
@@ -167,23 +256,41 @@ class Settings:
             "KERNELCACHE_NO_BUILD": "1" if self.no_build else "0",
             "KERNELCACHE_REBUILD": "1" if self.rebuild else "0",
             "KERNELCACHE_PREBUILT": os.pathsep.join(map(str, self.prebuilt)),
-            "KERNELCACHE_REMOTE_MODE": self.remote_mode,
-            "KERNELCACHE_REMOTE_TIMEOUT": repr(self.remote_timeout),
-            "KERNELCACHE_REMOTE_LEASE_TTL": repr(self.remote_lease_ttl),
-            "KERNELCACHE_REMOTE_WAIT": repr(self.remote_wait),
-            "KERNELCACHE_REMOTE_VERIFY_KEYS": os.pathsep.join(map(str, self.remote_verify_keys)),
             "KERNELCACHE_PATCH": ",".join(self.patch),
             "KERNELCACHE_PATCH_TVM_FFI": "1" if self.patch_tvm_ffi else "0",
         }
         for name, value in (("KERNELCACHE_LOG", self.log), ("KERNELCACHE_CUDA_ARCH", self.cuda_arch),
                             ("KERNELCACHE_FLASHINFER_INCLUDE", self.flashinfer_include),
-                            ("KERNELCACHE_REMOTE", self.remote),
-                            ("KERNELCACHE_CACHE_BUSTER", self.cache_buster),
-                            ("KERNELCACHE_REMOTE_SIGNING_KEY",
-                             str(self.remote_signing_key) if self.remote_signing_key else None)):
+                            ("KERNELCACHE_CACHE_BUSTER", self.cache_buster)):
             if value is not None:
                 out[name] = value
+        out.update(self.remote.to_env())
         return out
+
+    def to_wire(self) -> dict[str, Any]:
+        """These settings as plain data (str, float, bool, None, lists): pytest-xdist's
+        ``workerinput`` and the JSON report. The remote's fields keep their flat names
+        (``remote``, ``remote_mode`` ...)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, RemoteSettings):
+                out.update(v.to_wire())
+            elif isinstance(v, Path):
+                out[f.name] = str(v)
+            elif isinstance(v, tuple):
+                out[f.name] = [str(p) for p in v]
+            else:
+                out[f.name] = v
+        return out
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> "Settings":
+        """The inverse of :meth:`to_wire` (unknown keys ignored: a newer controller's extras)."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"remote"}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in names}
+        values["remote"] = RemoteSettings.from_wire(data)
+        return cls(**values)
 
     # -- derived -----------------------------------------------------------------------------
     @property
@@ -210,11 +317,13 @@ class Settings:
 
     @property
     def remote_enabled(self) -> bool:
-        return bool(self.remote) and self.remote_mode != "off"
+        """Shortcut for ``self.remote.enabled``."""
+        return self.remote.enabled
 
     @property
     def remote_writable(self) -> bool:
-        return bool(self.remote) and self.remote_mode == "readwrite"
+        """Shortcut for ``self.remote.writable``."""
+        return self.remote.writable
 
 
 def parse_patch(value: "str | Sequence[str] | None", name: str = "KERNELCACHE_PATCH") -> tuple[str, ...]:

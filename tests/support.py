@@ -16,9 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# A deadline that only stops a hung test (a subprocess, a wait for a file): generous, because a
+# loaded CI machine (-n 4 on 2 cores) can take minutes for what takes seconds alone. Nothing
+# asserts against elapsed time; fault windows are held open by gates, not by sleeps.
+HANG_S = 900
 
 WRAPPER = r"""#!/bin/sh
-# Counting compiler wrapper: logs every compile/link, optionally sleeps to widen fault windows.
+# Counting compiler wrapper: logs every compile/link. Fault windows, whatever the machine's load:
+# KC_HOLD_COMPILE / KC_HOLD_LINK=<file>: that step waits (at most 900 s) until <file> exists;
+# KC_COMPILE_BARRIER=<n>: a compile waits until <n> compiles have started (two "hosts" at once);
+# KC_SLOW_COMPILE / KC_SLOW_LINK=<seconds>: sleep (only widens a window; never relied on).
 case " $* " in
   *" --version "*) exec g++ "$@" ;;
 esac
@@ -29,6 +36,15 @@ case " $* " in
   *) kind=other ;;
 esac
 echo "$kind $$ $*" >> "${KC_COUNT_LOG:-/dev/null}"
+hold() { i=0; while [ ! -e "$1" ] && [ $i -lt 18000 ]; do sleep 0.05; i=$((i+1)); done; }
+if [ "$kind" = compile ] && [ -n "$KC_HOLD_COMPILE" ]; then hold "$KC_HOLD_COMPILE"; fi
+if [ "$kind" = link ] && [ -n "$KC_HOLD_LINK" ]; then hold "$KC_HOLD_LINK"; fi
+if [ "$kind" = compile ] && [ -n "$KC_COMPILE_BARRIER" ]; then
+  i=0
+  while [ "$(grep -c '^compile ' "$KC_COUNT_LOG")" -lt "$KC_COMPILE_BARRIER" ] && [ $i -lt 18000 ]; do
+    sleep 0.05; i=$((i+1))
+  done
+fi
 if [ "$kind" = compile ] && [ -n "$KC_SLOW_COMPILE" ]; then sleep "$KC_SLOW_COMPILE"; fi
 if [ "$kind" = link ] && [ -n "$KC_SLOW_LINK" ]; then sleep "$KC_SLOW_LINK"; fi
 exec g++ "$@"
@@ -63,6 +79,16 @@ class KcEnv:
         e.update(extra)
         return e
 
+    def wait_for(self, kind: str, n: int = 1) -> None:
+        """Until ``n`` steps of ``kind`` (compile, link) have started; fails a hung test."""
+        import time
+
+        deadline = time.monotonic() + HANG_S
+        while self.compiles(kind) < n:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {kind} step started: {self.count_log.read_text() if self.count_log.exists() else ''}")
+            time.sleep(0.02)
+
     def compiles(self, kind: str = "compile") -> int:
         try:
             return sum(1 for line in self.count_log.read_text().splitlines() if line.split(" ", 1)[0] == kind)
@@ -77,7 +103,7 @@ class KcEnv:
         pat = f"{name}/*/*" if name else "*/*/*"
         return sorted(p for p in base.glob(pat) if p.is_dir())
 
-    def run_py(self, code: str, timeout: float = 120, check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    def run_py(self, code: str, timeout: float = HANG_S, check: bool = True, **env: str) -> subprocess.CompletedProcess:
         proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=self.env(**env),
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         if check and proc.returncode != 0:

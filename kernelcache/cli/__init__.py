@@ -1,8 +1,8 @@
 """`kernelcache warm | ls | stats | verify | explain | prune | clean | doctor | build | pack | push | remote`.
 
 The CLI is a thin shell over the public API: every command works on the shipped kernels by
-name (``kernelcache.kernels``) and on the settings of the environment, with the global
-``--remote``/``--remote-mode`` flags on top.
+name (``kernelcache.kernels``) and on the settings of the environment, with the global flags
+(``--remote``, ``--remote-mode``, ``--cache-dir``) on top, accepted before or after the subcommand.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from .cache import cmd_clean, cmd_explain, cmd_ls, cmd_prune, cmd_stats, cmd_verify, cmd_warm
-from .common import parse_age, parse_size
+from .common import GlobalSubparsers, add_global_flags, parse_age, parse_size
 from .tools import cmd_build, cmd_doctor, cmd_pack
 
 __all__ = ["main", "build_parser", "parse_age", "parse_size"]
@@ -24,11 +24,8 @@ def _add_remote_commands(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelcache", description=__doc__.splitlines()[0])
-    p.add_argument("--remote", default=None, help="fleet cache URL (s3://, gs://, az://, file://); "
-                                                  "default: KERNELCACHE_REMOTE")
-    p.add_argument("--remote-mode", choices=("read", "readwrite", "off"), default=None,
-                   help="default: KERNELCACHE_REMOTE_MODE, else read when a remote is set")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    add_global_flags(p, after_command=False)
+    sub = GlobalSubparsers(p.add_subparsers(dest="cmd", required=True))
     w = sub.add_parser("warm", help="build/load the shipped kernels into the cache and print a report")
     w.add_argument("names", nargs="*", help="kernel names: shipped, --spec, or in the cache's records "
                    "(default: all shipped, or the --spec ones)")

@@ -5,18 +5,42 @@ import argparse
 import re
 from typing import Any
 
-from ..settings import Settings
+from ..settings import REMOTE_MODES, Settings
+
+
+def add_global_flags(p: argparse.ArgumentParser, after_command: bool) -> None:
+    """The flags every command takes, before (``kernelcache --remote URL push``) or after the
+    command (``kernelcache push --remote URL``). After it they default to SUPPRESS, so a flag
+    given before the command is not reset by the subcommand's parser."""
+    d = argparse.SUPPRESS if after_command else None
+    p.add_argument("--remote", default=d, metavar="URL",
+                   help="fleet cache URL (s3://, gs://, az://, file://); default: KERNELCACHE_REMOTE")
+    p.add_argument("--remote-mode", choices=REMOTE_MODES, default=d,
+                   help="default: KERNELCACHE_REMOTE_MODE, else read when a remote is set")
+    p.add_argument("--cache-dir", default=d, metavar="DIR", help="the cache directory; default: KERNELCACHE_DIR")
+
+
+class GlobalSubparsers:
+    """``add_subparsers()`` whose every command also accepts the global flags after its name."""
+
+    def __init__(self, sub: Any):
+        self._sub = sub
+
+    def add_parser(self, name: str, **kw: Any) -> argparse.ArgumentParser:
+        kw.setdefault("description", kw.get("help"))
+        p = self._sub.add_parser(name, **kw)
+        add_global_flags(p, after_command=True)
+        return p
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    """The environment's settings with the command line's global flags on top."""
-    s = Settings.from_env()
-    url, mode = getattr(args, "remote", None), getattr(args, "remote_mode", None)
-    if url:
-        s = s.replace(remote=url, remote_mode=mode or (s.remote_mode if s.remote_mode != "off" else "read"))
-    elif mode:
-        s = s.replace(remote_mode=mode if s.remote else "off")
-    return s
+    """The environment's settings with the command line's global flags on top (the remote's
+    URL and mode layered over the environment's; ``RemoteSettings`` owns the default rule)."""
+    overrides = {}
+    if getattr(args, "cache_dir", None):
+        overrides["cache_dir"] = args.cache_dir
+    return Settings.from_env(remote_url=getattr(args, "remote", None), remote_mode=getattr(args, "remote_mode", None),
+                             **overrides)
 
 
 def specs(names: list[str], settings: Settings | None = None):

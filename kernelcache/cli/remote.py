@@ -1,41 +1,53 @@
-"""Fleet-cache commands: push entries already built here; ls, verify, trim, keygen on a remote."""
+"""Fleet-cache commands: push entries already in the local cache; ls, verify, trim, keygen.
+
+Commands that change the remote (push, ``verify --fix``, trim) need ``readwrite`` and exit 2
+without it, before any request; trim says what it deletes and has ``--dry-run``.
+"""
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from .common import parse_age, settings_of, specs, table
+from .common import parse_age, settings_of, table
+
+_READWRITE = "needs a remote in readwrite mode (--remote URL --remote-mode readwrite)"
 
 
-def _remote(args):
+def _quiet(url: str, reason: str) -> None:
+    """An outage is reported once, by the command's own error line (no RemoteDownWarning too)."""
+
+
+def _remote(args, writable: bool = False):
+    """(settings, client), or (settings, None) when ``writable`` is needed and not given."""
     from ..storage.remote import open_remote
 
     s = settings_of(args)
-    if not s.remote:
+    if not s.remote.url:
         raise ValueError("no remote: pass --remote URL or set KERNELCACHE_REMOTE")
-    if s.remote_mode == "off":
-        s = s.replace(remote_mode="read")
-    return s, open_remote(s)
+    if writable and not s.remote_writable:
+        return s, None
+    if not s.remote_enabled:  # inspecting a remote needs no mode: read it
+        s = s.replace(remote=s.remote.replace(mode="read"))
+    return s, open_remote(s, on_down=_quiet)
 
 
 def cmd_push(args) -> int:
-    """Upload the local entries of the named (default: all shipped) kernels that load here."""
-    from ..loader import push
+    """Upload the entries of the local cache (all, or those of the named kernels). Never builds."""
+    from ..push import push
 
     s = settings_of(args)
     if not s.remote_writable:
-        print("push: needs a remote in readwrite mode (--remote URL --remote-mode readwrite)", file=sys.stderr)
+        print(f"push: {_READWRITE}", file=sys.stderr)
         return 2
-    rows, failed = [], 0
-    for name, spec in specs(args.names).items():
-        try:
-            r = push(spec, s)
-        except Exception as e:  # noqa: BLE001 - reported per kernel
-            r = {"entry_id": "", "status": "failed", "reason": f"{type(e).__name__}: {e}"}
-        rows.append([name, r["entry_id"][:12], r["status"], r.get("reason", "")[:80]])
-        failed += r["status"] == "failed"
-    print(table(rows, ["kernel", "entry", "status", "reason"]) if rows else "nothing to push")
-    return 1 if failed else 0
+    results = push(args.names or None, s)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in results], indent=1))
+    else:
+        rows = [[r.name, r.entry_id[:12], r.status, r.reason[:80]] for r in results]
+        print(table(rows, ["kernel", "entry", "status", "reason"]) if rows else "nothing to push: the local cache "
+              f"{s.cache_dir} holds no entry built here")
+    return 1 if any(r.status == "failed" for r in results) else 0
 
 
 def cmd_remote_ls(args) -> int:
@@ -54,26 +66,60 @@ def cmd_remote_ls(args) -> int:
 
 
 def cmd_remote_verify(args) -> int:
-    from ..storage.remote.ops import remote_verify
+    from ..storage.remote.ops import remote_fix, remote_verify
 
-    _, rc = _remote(args)
-    bad = 0
-    for r in remote_verify(rc):
-        ok = r.get("ok", False)
-        bad += not ok
-        print(f"{r.get('name')}  {str(r.get('entry_id', ''))[:12]}  {'ok' if ok else 'BAD: ' + str(r.get('reason'))}")
-    print(f"{bad} bad entr{'y' if bad == 1 else 'ies'}")
-    return 1 if bad else 0
+    s, rc = _remote(args, writable=args.fix)
+    if rc is None:
+        print(f"remote verify --fix: {_READWRITE}", file=sys.stderr)
+        return 2
+    rows = remote_verify(rc)
+    bad = [r for r in rows if not r.get("ok")]
+    for r in rows:
+        state = "ok" if r.get("ok") else f"BAD: {r.get('reason')}: {r.get('detail')}"
+        print(f"{r.get('name')}  {str(r.get('entry_id', ''))[:12]}  {state}")
+    print(f"{len(bad)} bad entr{'y' if len(bad) == 1 else 'ies'}")
+    if not args.fix or not bad:
+        return 1 if bad else 0
+    actions = remote_fix(rc, bad, _local_blobs(s))
+    for a in actions:
+        print(f"{a['action']}: {a['key']} ({a['detail']})")
+    left = sum(a["action"] == "left" for a in actions)
+    print(f"{len(actions) - left} fixed, {left} left as they are")
+    return 1 if left else 0
+
+
+def _local_blobs(s) -> dict[str, Path]:
+    """sha256 -> a binary of the local cache with exactly those bytes (re-hashed, not trusted)."""
+    from ..storage.local import LocalStore
+    from ..storage.remote.refs import file_digest
+
+    out: dict[str, Path] = {}
+    for e in LocalStore(s).entries():
+        try:
+            sha, size = file_digest(e.so_path)
+        except OSError:
+            continue
+        if (sha, size) == (e.manifest.so_sha256, e.manifest.so_size):
+            out[sha] = Path(e.so_path)
+    return out
 
 
 def cmd_remote_trim(args) -> int:
     from ..storage.remote.ops import remote_trim
 
-    _, rc = _remote(args)
-    removed = remote_trim(rc, args.max_age)
-    for p in removed:
-        print(f"removed {p}")
-    print(f"{len(removed)} object{'s' if len(removed) != 1 else ''} removed")
+    _, rc = _remote(args, writable=not args.dry_run)
+    if rc is None:
+        print(f"remote trim: {_READWRITE}; --dry-run lists what it would delete", file=sys.stderr)
+        return 2
+    verb = "would remove" if args.dry_run else "removing"
+    if args.dry_run:
+        removed = remote_trim(rc, args.max_age, dry_run=True)
+        for p in removed:
+            print(f"{verb} {p}")
+    else:
+        removed = remote_trim(rc, args.max_age, on_remove=lambda p: print(f"{verb} {p}", flush=True))
+    n = len(removed)
+    print(f"{n} object{'s' if n != 1 else ''} {'would be removed (dry run)' if args.dry_run else 'removed'}")
     return 0
 
 
@@ -87,20 +133,28 @@ def cmd_remote_keygen(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("push", help="upload locally built entries to the fleet cache (readwrite)")
-    p.add_argument("names", nargs="*", help="kernel names (default: all shipped)")
+    from .common import GlobalSubparsers
+
+    p = sub.add_parser("push", help="upload entries already in the local cache to the fleet cache "
+                                    "(readwrite; never builds)")
+    p.add_argument("names", nargs="*", help="kernel names as the cache records them (default: every entry)")
+    p.add_argument("--json", action="store_true", help="one JSON object per entry")
     p.set_defaults(fn=cmd_push)
     r = sub.add_parser("remote", help="inspect or maintain the fleet cache")
-    rs = r.add_subparsers(dest="remote_cmd", required=True)
+    rs = GlobalSubparsers(r.add_subparsers(dest="remote_cmd", required=True))
     ls = rs.add_parser("ls", help="list the remote's entries")
-    ls.add_argument("--json", action="store_true")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.set_defaults(fn=cmd_remote_ls)
     v = rs.add_parser("verify", help="re-hash every blob the remote holds against its manifests")
+    v.add_argument("--fix", action="store_true", help="(readwrite) re-upload damaged or missing blobs from the "
+                   "local cache; delete envelopes nobody here can repair and damaged unreferenced blobs")
     v.set_defaults(fn=cmd_remote_verify)
-    t = rs.add_parser("trim", help="delete entries older than an age (file:// remotes; stores use lifecycle rules)")
+    t = rs.add_parser("trim", help="delete entries older than an age (readwrite; file:// remotes; object "
+                                   "stores use lifecycle rules)")
     t.add_argument("--max-age", type=parse_age, required=True, help="e.g. 30d")
+    t.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
     t.set_defaults(fn=cmd_remote_trim)
     k = rs.add_parser("keygen", help="write an Ed25519 key pair for signed manifests")
-    k.add_argument("private")
-    k.add_argument("public")
+    k.add_argument("private", help="path of the private key to write (0600)")
+    k.add_argument("public", help="path of the public key to write")
     k.set_defaults(fn=cmd_remote_keygen)

@@ -183,7 +183,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
             is_python_module, with_pytorch_error_handling, keep_intermediates, use_pch, no_implicit_headers)
     s = _settings(settings)
     files = inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers)
-    from ..tvm_ffi._sources import materialize
+    from ._inline import materialize
 
     root, _created = materialize(s.cache_dir, f"torch_{name}", files)
     spec = make_spec(name, [str(root / f) for f in files], extra_cflags=extra_cflags,
@@ -194,6 +194,16 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
 
 
 _ORIGINALS: dict[str, Any] = {}  # torch's own functions, saved by _patch.install
+
+
+def save_original(fn: str, value: Any) -> None:
+    """Remember torch's own ``fn`` (SYCL calls are handed to it while the patch is installed)."""
+    _ORIGINALS[fn] = value
+
+
+def original(fn: str) -> Any:
+    """torch's own function ``fn`` (the saved one while patched: never the replacement)."""
+    return _original(fn)
 
 
 def _original(fn: str) -> Any:

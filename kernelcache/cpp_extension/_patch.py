@@ -50,7 +50,7 @@ def install(settings: "Settings | None" = None) -> None:
         for name in NAMES:
             current = getattr(tce, name)
             if not getattr(current, "__kernelcache_dropin__", False):
-                _api._ORIGINALS[name] = current
+                _api.save_original(name, current)
             setattr(tce, name, _replacement(name, settings))
         _installed[:] = [settings]
 
@@ -65,6 +65,6 @@ def uninstall() -> None:
         tce = sys.modules.get("torch.utils.cpp_extension")
         if tce is not None:
             for name in NAMES:
-                if getattr(getattr(tce, name), "__kernelcache_dropin__", False) and name in _api._ORIGINALS:
-                    setattr(tce, name, _api._ORIGINALS[name])
+                if getattr(getattr(tce, name), "__kernelcache_dropin__", False):
+                    setattr(tce, name, _api.original(name))
         _installed.clear()

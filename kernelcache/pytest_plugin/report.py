@@ -45,7 +45,7 @@ def header_lines(st: "SessionState") -> list[str]:
     v = versions()
     shown = ", ".join(f"{d}={st.opt(d)}" for d in ("warm", "no_build", "rebuild") if st.opt(d) or d == "warm")
     if st.settings.remote_enabled:
-        shown += f", remote={st.settings.remote} ({st.settings.remote_mode})"
+        shown += f", remote={st.settings.remote.url} ({st.settings.remote.mode})"
     lines = [f"kernelcache {v['kernelcache']}: cache {st.settings.cache_dir}, arch {st.arch_text}, {shown}",
              f"kernelcache: GPUs: {describe(st.hw)}; tvm-ffi {v['tvm_ffi']}"]
     results = st.kernels.results

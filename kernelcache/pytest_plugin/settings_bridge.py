@@ -10,7 +10,6 @@ previous values are restored at unconfigure.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 from pathlib import Path
@@ -32,15 +31,13 @@ def build_settings(opts: Resolved, detected_archs: tuple[str, ...] = ()) -> tupl
         value, source = opts[o.dest]
         if o.setting and source in ("ini", "cli"):
             overrides[o.setting] = Path(value) if o.kind == "path" else value
-    if "remote" in overrides or "remote_mode" in overrides:  # the same rule as Settings.from_env
-        remote = opts["remote"][0]
-        mode = opts["remote_mode"][0] or ("read" if remote else "off")
-        overrides["remote"] = remote
-        overrides["remote_mode"] = mode if remote else "off"
+    # the remote's URL and mode are layered over the environment's; RemoteSettings owns the
+    # default-mode rule (read with a URL and no mode, else off)
+    remote_url, remote_mode = overrides.pop("remote", None), overrides.pop("remote_mode", None)
     try:
         with warnings.catch_warnings():  # deprecated names were reported when options resolved
             warnings.simplefilter("ignore", DeprecationWarning)
-            s = Settings.from_env(**overrides)
+            s = Settings.from_env(remote_url=remote_url, remote_mode=remote_mode, **overrides)
     except ValueError as e:  # e.g. KERNELCACHE_LOCK_TIMEOUT=soon
         raise pytest.UsageError(f"kernelcache: {e}") from None
     if s.cuda_arch is None and detected_archs:
@@ -85,22 +82,9 @@ def restore_env(saved: dict[str, str | None]) -> None:
 # -- to xdist workers ---------------------------------------------------------------------------
 def to_wire(settings: Settings) -> dict[str, Any]:
     """Settings as plain data for ``workerinput`` (execnet carries only builtin types)."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(settings):
-        v = getattr(settings, f.name)
-        if isinstance(v, Path):
-            v = str(v)
-        elif isinstance(v, tuple):
-            v = [str(p) for p in v]
-        out[f.name] = v
-    return out
+    return settings.to_wire()
 
 
 def from_wire(data: dict[str, Any]) -> Settings:
     """The controller's Settings, rebuilt in a worker (so workers never re-resolve options)."""
-    names = {f.name for f in dataclasses.fields(Settings)}
-    values = {k: v for k, v in data.items() if k in names}
-    for k in ("prebuilt", "remote_verify_keys"):
-        if k in values:
-            values[k] = tuple(Path(p) for p in values[k])
-    return Settings(**values)
+    return Settings.from_wire(data)

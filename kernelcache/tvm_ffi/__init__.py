@@ -5,15 +5,18 @@ Change one import::
     from kernelcache import tvm_ffi as jit   # instead of: import tvm_ffi.cpp as jit
     mod = jit.load_inline("my_ops", cpp_sources=src, functions=["add_one"])
 
-or none at all: ``kernelcache.tvm_ffi.install()`` (``KERNELCACHE_PATCH_TVM_FFI=1``, the pytest
-option ``--kc-patch-tvm-ffi``, or ``python -m kernelcache.tvm_ffi script.py``) routes
-``tvm_ffi.cpp.load_inline/load/build_inline/build`` through kernelcache for the process.
+or none at all: ``kernelcache.tvm_ffi.install()`` (``KERNELCACHE_PATCH=tvm_ffi``, the pytest
+option ``--kc-patch=tvm_ffi``, or ``python -m kernelcache.patch script.py``; see
+:mod:`kernelcache.patch`) routes ``tvm_ffi.cpp.load_inline/load/build_inline/build`` through
+kernelcache for the process. In every mode a call reads its inputs when it runs, as tvm-ffi does
+(``TVM_FFI_CUDA_ARCH_LIST``, ``CXX`` set around one call apply to that call; see ``_env``).
 
 Same signatures, defaults and return types as ``tvm_ffi.cpp`` (plus an optional ``settings``);
 headers are keyed by content from the compiler's dependency records, builds are single-flight
 and published atomically, binaries are validated before load, and the exported schemas of the
 first good build are enforced on every later load. Semantics that differ on purpose
-(``build_directory``, ``output``, ``keep_module_alive``) are in docs/tvm_ffi_dropin.md.
+(``build_directory``, ``output``, ``keep_module_alive``, link-only builds, the metadata define)
+are in docs/tvm_ffi_dropin.md.
 
 Importing this module patches nothing and does not import tvm_ffi.
 """

@@ -14,9 +14,7 @@ lock), so the same inputs give the same path and the same bytes, and nothing pil
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import secrets
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -49,6 +47,8 @@ def link_only_root(settings: "Settings", name: str) -> tuple[Path, bool]:
 
 
 def _digest(fn_name: str, name: str, output: str, kwargs: dict[str, Any]) -> str:
+    import json
+
     def enc(v: Any) -> Any:
         if isinstance(v, (bytes, bytearray)):
             return hashlib.sha256(bytes(v)).hexdigest()
@@ -64,7 +64,7 @@ def _digest(fn_name: str, name: str, output: str, kwargs: dict[str, Any]) -> str
 
 def _atomic_copy(src: Path, dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.kc-{os.getpid()}-{secrets.token_hex(4)}")
+    tmp = dest.with_name(f".{dest.name}.kc-{os.getpid()}-{os.urandom(4).hex()}")
     try:
         shutil.copyfile(src, tmp)
         os.replace(tmp, dest)

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -126,6 +124,8 @@ def _inline_base(cache_dir: Path, name: str) -> Path:
             return base
     except OSError:
         pass
+    import tempfile
+
     base = Path(tempfile.gettempdir()) / f"kernelcache-{os.getuid()}" / "inline" / name
     base.mkdir(parents=True, exist_ok=True)
     return base
@@ -142,7 +142,7 @@ def materialize(cache_dir: Path, name: str, files: Mapping[str, bytes]) -> tuple
     if _matches(final, files):
         return final, False
     for _attempt in range(3):
-        tmp = base / f".tmp.{os.getpid()}.{secrets.token_hex(4)}"
+        tmp = base / f".tmp.{os.getpid()}.{os.urandom(4).hex()}"
         tmp.mkdir()
         try:
             for fname, data in files.items():
@@ -158,7 +158,7 @@ def materialize(cache_dir: Path, name: str, files: Mapping[str, bytes]) -> tuple
         if _matches(final, files):
             return final, False
         try:
-            os.rename(final, base / f".damaged.{os.getpid()}.{secrets.token_hex(4)}")
+            os.rename(final, base / f".damaged.{os.getpid()}.{os.urandom(4).hex()}")
         except OSError:
             pass
     raise OSError(f"kernelcache.tvm_ffi: could not write the inline sources of {name!r} under {base}")

@@ -92,3 +92,10 @@ def test_failed_and_no_build_calls_leave_no_generated_sources(dropin_env, monkey
         jit.load_inline("never_built", cpp_sources="int64_t g() { return 1; }", functions=["g"])
     assert _inline_dirs(dropin_env, "never_built") == []
     assert dropin_env.compiles() == 1  # the broken one only
+
+
+def test_a_build_error_without_a_tool_run_shows_neither_exit_none_nor_a_placeholder_command() -> None:
+    msg = str(kernelcache.BuildError("k", "<depfile>", "compiler wrote no depfile for a.cc"))
+    assert "exit None" not in msg and "<depfile>" not in msg and "compiler wrote no depfile" in msg
+    real = str(kernelcache.BuildError("k", "g++ -c a.cc", "a.cc:1: error", 1))
+    assert "(exit 1)" in real and "command: g++ -c a.cc" in real

@@ -8,7 +8,7 @@ import textwrap
 import time
 
 import kernelcache as kc
-from tests.support import REPO, project_spec, replace_file, spec_code
+from tests.support import HANG_S, REPO, project_spec, replace_file, spec_code
 
 
 def test_explain_names_what_changed(kc_env, project):
@@ -25,7 +25,7 @@ def test_explain_names_what_changed(kc_env, project):
 
 def _cli(kc_env, *args, check=True):
     p = subprocess.run([sys.executable, "-m", "kernelcache", *args], env=kc_env.env(), capture_output=True,
-                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+                       text=True, timeout=HANG_S, stdin=subprocess.DEVNULL)
     if check:
         assert p.returncode == 0, p.stdout + p.stderr
     return p
@@ -47,7 +47,7 @@ def test_prune_evicts_without_breaking_a_process_that_uses_the_entry(kc_env, pro
     user.stdin.write("go\n")
     user.stdin.flush()
     assert user.stdout.readline().split() == ["after", "4"]
-    assert user.wait(timeout=30) == 0
+    assert user.wait(timeout=HANG_S) == 0
 
 
 def test_prune_by_age_keeps_recent_entries(kc_env, tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import kernelcache as kc
 from kernelcache import export, manifest
 from kernelcache.storage.entry import Entry
-from tests.support import make_project, project_spec, spec_code
+from tests.support import HANG_S, make_project, project_spec, spec_code
 
 
 @pytest.fixture
@@ -109,5 +109,5 @@ def test_artifact_for_another_cuda_arch_is_refused(kc_env, tmp_path, monkeypatch
 
 def test_ls_marks_prebuilt_entries(kc_env, artifact_root):
     out = subprocess.run([sys.executable, "-m", "kernelcache", "ls"], env=kc_env.env(KERNELCACHE_PREBUILT=str(artifact_root)),
-                         capture_output=True, text=True, timeout=60).stdout
+                         capture_output=True, text=True, timeout=HANG_S).stdout
     assert "prebuilt:" in out and "adder" in out

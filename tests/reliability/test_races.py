@@ -4,9 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
-from tests.support import spec_code
+from tests.support import HANG_S, spec_code
 
 
 def _spawn(kc_env, code: str, **env) -> subprocess.Popen:
@@ -21,11 +20,12 @@ def test_two_hosts_with_separate_lock_dirs_publish_one_entry(kc_env, project, tm
         m, r = L.load_with_result(spec)
         print(m.add(1, 2), r.entry_id, kc.stats()["publish_races_lost"])
     """)
-    a = _spawn(kc_env, code, KC_SLOW_COMPILE="1", KERNELCACHE_LOCK_DIR=str(tmp_path / "host_a_locks"))
-    b = _spawn(kc_env, code, KC_SLOW_COMPILE="1", KERNELCACHE_LOCK_DIR=str(tmp_path / "host_b_locks"))
+    # each compile waits until both have started: the two "hosts" really build at the same time
+    a = _spawn(kc_env, code, KC_COMPILE_BARRIER="2", KERNELCACHE_LOCK_DIR=str(tmp_path / "host_a_locks"))
+    b = _spawn(kc_env, code, KC_COMPILE_BARRIER="2", KERNELCACHE_LOCK_DIR=str(tmp_path / "host_b_locks"))
     outs = []
     for p in (a, b):
-        out, err = p.communicate(timeout=180)
+        out, err = p.communicate(timeout=HANG_S)
         assert p.returncode == 0, err
         outs.append(out.split())
     assert kc_env.compiles() == 2  # no shared lock: both compiled
@@ -37,13 +37,13 @@ def test_two_hosts_with_separate_lock_dirs_publish_one_entry(kc_env, project, tm
 
 def test_header_changed_during_compile_is_not_published(kc_env, project):
     hdr = project / "include" / "kc_add.h"
-    p = _spawn(kc_env, spec_code(project) + "print(kc.load(spec).add(0, 0))", KC_SLOW_COMPILE="2",
+    gate = kc_env.tmp / "compile-may-go"
+    p = _spawn(kc_env, spec_code(project) + "print(kc.load(spec).add(0, 0))", KC_HOLD_COMPILE=str(gate),
                KERNELCACHE_LOG="stderr")
-    deadline = time.time() + 60
-    while kc_env.compiles() == 0 and time.time() < deadline:
-        time.sleep(0.02)
-    hdr.write_text("#define KC_OFFSET 42\n")  # while the compiler runs (it sleeps, then reads)
-    out, err = p.communicate(timeout=120)
+    kc_env.wait_for("compile")
+    hdr.write_text("#define KC_OFFSET 42\n")  # while the compile step waits (it reads the header after)
+    gate.touch()
+    out, err = p.communicate(timeout=HANG_S)
     assert p.returncode == 0, err
     assert out.strip() in ("0", "42")  # the process got a working module either way
     assert '"event": "race_guard"' in err

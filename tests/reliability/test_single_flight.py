@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.support import spec_code
+from tests.support import HANG_S, spec_code
 
 
 def _spawn(kc_env, code: str, **env) -> subprocess.Popen:
@@ -22,7 +22,7 @@ def test_eight_cold_processes_compile_exactly_once(kc_env, project):
     procs = [_spawn(kc_env, code, KC_SLOW_COMPILE="1") for _ in range(8)]
     outs = []
     for p in procs:
-        out, err = p.communicate(timeout=180)
+        out, err = p.communicate(timeout=HANG_S)
         assert p.returncode == 0, err
         outs.append(out.split())
     assert kc_env.compiles() == 1, kc_env.count_log.read_text()
@@ -34,25 +34,30 @@ def test_eight_cold_processes_compile_exactly_once(kc_env, project):
 
 
 def test_loaders_racing_a_builder_never_see_a_partial_entry(kc_env, project):
+    done = kc_env.tmp / "builder-exited"
     builder = _spawn(kc_env, spec_code(project) + "print(kc.load(spec).add(1, 1))", KC_SLOW_LINK="2")
-    poll = spec_code(project) + textwrap.dedent("""
+    # Readers poll until they load; once the builder has exited (``done``), a miss is a bug.
+    poll = spec_code(project) + textwrap.dedent(f"""
         import time
         seen = []
-        deadline = time.time() + 60
-        while time.time() < deadline:
+        while True:
+            finished = Path({str(done)!r}).exists()
             try:
                 seen.append(kc.load(spec).add(1, 1))
                 break
             except kc.CacheMissError:
+                if finished:
+                    raise
                 seen.append("miss")
                 time.sleep(0.02)
         print(seen[-1], len(seen))
     """)
     readers = [_spawn(kc_env, poll, KERNELCACHE_NO_BUILD="1") for _ in range(3)]
-    out, err = builder.communicate(timeout=120)
+    out, err = builder.communicate(timeout=HANG_S)
+    done.touch()
     assert builder.returncode == 0 and out.strip() == "2", err
     for r in readers:
-        rout, rerr = r.communicate(timeout=120)
+        rout, rerr = r.communicate(timeout=HANG_S)
         assert r.returncode == 0, rerr  # any partial file would surface as a load/validation error
         last, n = rout.split()
         assert last == "2" and int(n) >= 1

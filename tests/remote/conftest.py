@@ -13,39 +13,28 @@ Each yields a :class:`servers.S3Server`: ``.url(prefix)`` -> ``s3://kcfleet/<pre
 ``.kill()`` / ``.restart()`` / ``.stop()``. Never kill the session servers in a test: use
 ``seaweed_private`` (a fresh SeaweedFS for this one test) for that.
 
-Function fixtures:
+Function fixtures (the classes live in ``remotes.py``):
 
 - ``prefix``       a unique key prefix per test (tests share a session server, never a prefix)
 - ``file_remote``  a shared-directory remote in tmp: ``.url`` (file:///...), ``.path``, ``.env`` ({})
 - ``remote``       parametrised over file / moto / seaweed: a :class:`Remote` with ``.url``,
                    ``.env``, ``.kind``, ``.settings(mode=..., **kw)`` and ``.open(mode=..., **kw)``
 - ``make_settings`` build a kernelcache Settings for a remote URL with tmp cache/lock dirs
+- ``fleet_remote`` parametrised over file / seaweed (the end-to-end loader and CLI cases)
 
 Loader-level tests can reuse these: build on "host A" (a subprocess with ``KERNELCACHE_REMOTE``,
 ``KERNELCACHE_REMOTE_MODE=readwrite`` and ``server.env``), fetch on "host B" (another cache dir).
 """
 from __future__ import annotations
 
-import os
-import sys
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from servers import S3Server  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _need(module: str) -> None:
-    try:
-        __import__(module)
-    except ImportError:
-        pytest.skip(f"{module} is not installed (pip install -e '.[remote,test]')")
+from .remotes import FileRemote, Remote, need
+from .servers import S3Server
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +52,7 @@ def seaweed(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def moto(tmp_path_factory: pytest.TempPathFactory):
     """A moto S3 server for this worker's session (bucket ``kcfleet``; accepts any credentials)."""
-    _need("moto")
+    need("moto")
     server = S3Server("moto", tmp_path_factory.mktemp("moto")).start()
     yield server
     server.stop()
@@ -87,16 +76,6 @@ def prefix(request: pytest.FixtureRequest) -> str:
     return f"t/{safe}-{uuid.uuid4().hex[:8]}"
 
 
-@dataclass
-class FileRemote:
-    path: Path
-    env: dict = field(default_factory=dict)  # no credentials for a shared directory
-
-    @property
-    def url(self) -> str:
-        return f"file://{self.path}"
-
-
 @pytest.fixture
 def file_remote(tmp_path: Path) -> FileRemote:
     """A shared-directory remote (the directory exists; the layer never creates the root)."""
@@ -107,40 +86,15 @@ def file_remote(tmp_path: Path) -> FileRemote:
 
 @pytest.fixture
 def make_settings(tmp_path: Path) -> Callable[..., Any]:
-    from kernelcache.settings import Settings
+    from kernelcache.settings import RemoteSettings, Settings
 
-    def make(url: str, mode: str = "read", **kw: Any) -> Settings:
-        kw.setdefault("remote_timeout", 5.0)
-        return Settings(cache_dir=tmp_path / "cache", lock_dir=tmp_path / "locks", remote=url, remote_mode=mode, **kw)
+    def make(url: str, mode: str = "read", **remote: Any) -> Settings:
+        """``remote``: RemoteSettings fields (timeout, verify_keys, signing_key, lease_ttl, wait)."""
+        remote.setdefault("timeout", 5.0)
+        return Settings(cache_dir=tmp_path / "cache", lock_dir=tmp_path / "locks",
+                        remote=RemoteSettings(url=url, mode=mode, **remote))
 
     return make
-
-
-@dataclass
-class Remote:
-    """One remote of any kind, as the protocol tests see it."""
-
-    kind: str  # "file" | "moto" | "seaweed"
-    url: str
-    env: dict
-    server: S3Server | None
-    path: Path | None
-    _make: Callable[..., Any]
-
-    def settings(self, mode: str = "read", **kw: Any):
-        return self._make(self.url, mode, **kw)
-
-    def open(self, mode: str = "read", environ: dict | None = None, **kw: Any):
-        from kernelcache.storage.remote import open_remote
-
-        return open_remote(self.settings(mode, **kw), environ=self.env if environ is None else environ)
-
-    def subprocess_env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KERNELCACHE_"))}
-        env.update(self.env)
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-        env.update(extra)
-        return env
 
 
 @pytest.fixture(params=["file", "moto", "seaweed"])
@@ -149,9 +103,22 @@ def remote(request: pytest.FixtureRequest, prefix: str, make_settings, tmp_path:
     if kind == "file":
         fr = request.getfixturevalue("file_remote")
         return Remote(kind, fr.url, {}, None, fr.path, make_settings)
-    _need("obstore")
+    need("obstore")
     server: S3Server = request.getfixturevalue(kind)
     return Remote(kind, server.url(prefix), server.env, server, None, make_settings)
+
+
+@pytest.fixture(params=["file", "seaweed"])
+def fleet_remote(request: pytest.FixtureRequest, prefix: str, make_settings, tmp_path: Path) -> Remote:
+    """A real remote of each kind the end-to-end cases run against: a shared directory and
+    SeaweedFS (moto serves the protocol tests)."""
+    if request.param == "file":
+        p = tmp_path / "share" / "fleet"
+        p.mkdir(parents=True)
+        return Remote("file", f"file://{p}", {}, None, p, make_settings)
+    need("obstore")
+    server = request.getfixturevalue("seaweed")
+    return Remote("seaweed", server.url(prefix), server.env, server, None, make_settings)
 
 
 @pytest.fixture(autouse=True)

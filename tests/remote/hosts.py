@@ -108,6 +108,13 @@ class Host:
                            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         return parse(p)
 
+    def load_with_stderr(self, project: Path, timeout: float = 180, **env: str) -> tuple[dict, str]:
+        """Like :meth:`load`, with the process's stderr (what a user sees: progress lines, warnings).
+        Pass ``KERNELCACHE_LOG=""`` to get the normal progress lines instead of the event log."""
+        p = subprocess.run([sys.executable, "-c", self.load_code(project)], env=self.env(**env),
+                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return parse(p), p.stderr
+
     def start(self, project: Path, before: str = "", **env: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", self.load_code(project, before)], env=self.env(**env),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)

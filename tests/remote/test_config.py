@@ -63,15 +63,15 @@ def test_missing_cryptography_says_what_to_install(make_settings, monkeypatch, t
     pub = tmp_path / "k.pub"
     pub.write_text("x")
     with pytest.raises(KernelCacheError, match=r"pip install 'kernelcache\[remote\]'"):
-        open_remote(make_settings(f"file://{tmp_path}", "read", remote_verify_keys=(pub,)))
+        open_remote(make_settings(f"file://{tmp_path}", "read", verify_keys=(pub,)))
 
 
 def test_imports_stay_lazy(tmp_path):
     code = ("import sys, kernelcache.storage.remote as r\n"
             "from pathlib import Path\n"
-            "from kernelcache.settings import Settings\n"
+            "from kernelcache.settings import RemoteSettings, Settings\n"
             f"rc = r.open_remote(Settings(cache_dir=Path({str(tmp_path)!r}), lock_dir=Path({str(tmp_path)!r}),"
-            f" remote='file://{tmp_path}', remote_mode='read'))\n"
+            f" remote=RemoteSettings('file://{tmp_path}', 'read')))\n"
             "print(sorted(m for m in ('obstore', 'cryptography', 'tvm_ffi', 'torch') if m in sys.modules))\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)

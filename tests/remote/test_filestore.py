@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ids, make_files
+from .helpers import ids, make_files
 
 from kernelcache.errors import KernelCacheError
 from kernelcache.storage.remote.client import blob_key, entry_key
@@ -19,16 +19,16 @@ from kernelcache.storage.remote.ops import remote_trim
 PUBLISHER = r"""
 import sys, time, os, json
 from pathlib import Path
-from kernelcache.settings import Settings
+from kernelcache.settings import RemoteSettings, Settings
 from kernelcache.storage.remote import open_remote
 url, skey, eid, start, tag, work = sys.argv[1:7]
 work = Path(work); work.mkdir(parents=True)
 so = work / "kernel.so"; so.write_bytes(os.urandom(300_000) + tag.encode())
-s = Settings(cache_dir=work / "c", lock_dir=work / "l", remote=url, remote_mode="readwrite")
+s = Settings(cache_dir=work / "c", lock_dir=work / "l", remote=RemoteSettings(url, "readwrite"))
 rc = open_remote(s)
 while time.time() < float(start):
     time.sleep(0.001)
-won = rc.publish("adder", skey, eid, {"tag": tag}, {"kernel.so": so})
+won = rc.publish("adder", skey, eid, {"tag": tag}, {"kernel.so": so}) == "uploaded"
 print(json.dumps({"tag": tag, "won": won}))
 """
 
@@ -50,15 +50,15 @@ def _hosts_publish(url: str, tmp_path: Path, n: int, skey: str, eid: str) -> lis
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_racing_hosts_exactly_one_wins(file_remote, tmp_path, n):
-    from kernelcache.settings import Settings
+    from kernelcache.settings import RemoteSettings, Settings
     from kernelcache.storage.remote import open_remote
 
     skey, eid = ids()
     results = _hosts_publish(file_remote.url, tmp_path, n, skey, eid)
     winners = [r["tag"] for r in results if r["won"]]
     assert len(winners) == 1, results
-    rc = open_remote(Settings(cache_dir=tmp_path / "c", lock_dir=tmp_path / "l", remote=file_remote.url,
-                              remote_mode="read"))
+    rc = open_remote(Settings(cache_dir=tmp_path / "c", lock_dir=tmp_path / "l",
+                              remote=RemoteSettings(file_remote.url, "read")))
     entry = rc.read_entry(rc.list_entries("adder", skey)[0])
     assert entry.manifest == {"tag": winners[0]}
     rc.fetch_files(entry, tmp_path / "fetched")
@@ -130,7 +130,7 @@ def test_trim_keeps_young_unreferenced_blobs(file_remote, make_settings, tmp_pat
 
     rc = open_remote(make_settings(file_remote.url, "readwrite"))
     f = make_files(tmp_path / "f")
-    from helpers import sha256
+    from .helpers import sha256
 
     rc.store.put_file(blob_key(sha256(f["kernel.so"])), f["kernel.so"])
     assert remote_trim(rc, 30 * 86400) == []

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import raw_delete, raw_get, raw_put
-from hosts import Host, make_project, other_checkout, without_compilers_path
+from .helpers import raw_delete, raw_get, raw_put
+from .hosts import Host, make_project, other_checkout, without_compilers_path
 
 def _rw(remote, **extra):
     return remote.subprocess_env(**{"KERNELCACHE_REMOTE": remote.url, "KERNELCACHE_REMOTE_MODE": "readwrite", **extra})
@@ -24,20 +24,6 @@ def _rw(remote, **extra):
 
 def _ro(remote, **extra):
     return remote.subprocess_env(**{"KERNELCACHE_REMOTE": remote.url, "KERNELCACHE_REMOTE_MODE": "read", **extra})
-
-
-@pytest.fixture(params=["file", "seaweed"])
-def fleet_remote(request, prefix, make_settings, tmp_path):
-    """A real remote of each kind the issue names for the end-to-end cases (moto: protocol tests)."""
-    from .conftest import Remote, _need
-
-    if request.param == "file":
-        p = tmp_path / "share" / "fleet"
-        p.mkdir(parents=True)
-        return Remote("file", f"file://{p}", {}, None, p, make_settings)
-    _need("obstore")
-    server = request.getfixturevalue("seaweed")
-    return Remote("seaweed", server.url(prefix), server.env, server, None, make_settings)
 
 
 # -- 1. a fresh host without a compiler loads both shipped kernels from the remote ------------------
@@ -194,7 +180,7 @@ def test_signatures_are_required_when_verify_keys_are_set(fleet_remote, tmp_path
 
 # -- 4. outages --------------------------------------------------------------------------------
 def test_unreachable_endpoint_builds_locally_with_one_warning(tmp_path):
-    from servers import unused_endpoint
+    from .servers import unused_endpoint
 
     project = make_project(tmp_path / "proj")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KERNELCACHE_"))}
@@ -211,7 +197,7 @@ def test_unreachable_endpoint_builds_locally_with_one_warning(tmp_path):
 
 
 def test_wrong_credentials_build_locally(seaweed, prefix, tmp_path, make_settings):
-    from .conftest import Remote
+    from .remotes import Remote
 
     remote = Remote("seaweed", seaweed.url(prefix), seaweed.bad_env(), seaweed, None, make_settings)
     project = make_project(tmp_path / "proj")
@@ -222,7 +208,7 @@ def test_wrong_credentials_build_locally(seaweed, prefix, tmp_path, make_setting
 
 
 def test_server_killed_before_the_download_builds_locally(seaweed_private, prefix, tmp_path, make_settings):
-    from .conftest import Remote
+    from .remotes import Remote
 
     remote = Remote("seaweed", seaweed_private.url(prefix), seaweed_private.env, seaweed_private, None, make_settings)
     project = make_project(tmp_path / "proj")
@@ -237,7 +223,7 @@ def test_server_killed_before_the_download_builds_locally(seaweed_private, prefi
 
 # -- 5. read mode writes nothing; readwrite never overwrites -------------------------------------
 def test_read_mode_writes_nothing_and_readwrite_never_overwrites(seaweed, prefix, tmp_path, make_settings):
-    from .conftest import Remote
+    from .remotes import Remote
 
     remote = Remote("seaweed", seaweed.url(prefix), seaweed.env, seaweed, None, make_settings)
     project = make_project(tmp_path / "proj")
@@ -269,7 +255,7 @@ def test_eight_cold_hosts_compile_once(fleet_remote, tmp_path):
     procs = [h.start(project, before=before) for h in hosts]
     time.sleep(1.0)
     go.touch()
-    from hosts import parse
+    from .hosts import parse
 
     outs = []
     for p in procs:
@@ -283,7 +269,7 @@ def test_eight_cold_hosts_compile_once(fleet_remote, tmp_path):
 
 
 def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, make_settings):
-    from .conftest import Remote
+    from .remotes import Remote
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
     project = make_project(tmp_path / "proj")
@@ -299,7 +285,7 @@ def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, m
     p.wait(timeout=30)
     others = [Host(f"w{i}", tmp_path / f"w{i}", _rw(remote, **ttl)) for i in range(2)]
     procs = [h.start(project) for h in others]
-    from hosts import parse
+    from .hosts import parse
 
     outs = [parse(q) if q.wait(timeout=240) is not None else None for q in procs]
     assert all(o["value"] == 5 for o in outs)
@@ -309,8 +295,8 @@ def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, m
 
 def test_a_long_build_keeps_its_lease(file_remote, tmp_path, make_settings):
     """A compile longer than the lease TTL renews the lease: the other host waits, never compiles."""
-    from .conftest import Remote
-    from hosts import parse
+    from .remotes import Remote
+    from .hosts import parse
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
     project = make_project(tmp_path / "proj")

@@ -10,17 +10,17 @@ import threading
 import time
 
 import pytest
-from helpers import ids, make_files
+from .helpers import ids, make_files
 
 from kernelcache.storage.remote import Lease, LeaseInfo
 
 HOLDER = r"""
 import sys, time
 from pathlib import Path
-from kernelcache.settings import Settings
+from kernelcache.settings import RemoteSettings, Settings
 from kernelcache.storage.remote import open_remote
 url, skey, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
-s = Settings(cache_dir=Path(sys.argv[4]), lock_dir=Path(sys.argv[4]) / "l", remote=url, remote_mode="readwrite")
+s = Settings(cache_dir=Path(sys.argv[4]), lock_dir=Path(sys.argv[4]) / "l", remote=RemoteSettings(url, "readwrite"))
 got = open_remote(s).acquire_lease("adder", skey, ttl)
 print(type(got).__name__, flush=True)
 time.sleep(600)
@@ -149,9 +149,9 @@ def test_no_lease_no_wait(remote):
 
 @pytest.mark.parametrize("garbage", [b"not json", b'{"host": 1}'])
 def test_unreadable_lease_object_expires_by_its_age(remote, garbage):
-    from helpers import raw_put
+    from .helpers import raw_put
 
-    rc = remote.open("readwrite", remote_lease_ttl=1.0)
+    rc = remote.open("readwrite", lease_ttl=1.0)
     skey = ids()[0]
     raw_put(rc, f"leases/adder/{skey}/0000000001.json", garbage)
     holder = rc.acquire_lease("adder", skey)

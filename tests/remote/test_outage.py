@@ -10,8 +10,8 @@ import time
 import warnings
 
 import pytest
-from helpers import ids, make_files
-from servers import StallServer, unused_endpoint
+from .helpers import ids, make_files
+from .servers import StallServer, unused_endpoint
 
 from kernelcache.storage.remote import RemoteUnavailable
 from kernelcache.storage.remote.client import RemoteDownWarning, blob_key
@@ -45,7 +45,7 @@ def _assert_down_after(rc, server=None, within: float = 6.0):
             assert server.request_counts() == server_before
     down = [w for w in rec if issubclass(w.category, RemoteDownWarning)]
     assert len(down) == 1, [str(w.message) for w in rec]
-    from servers import SECRET_KEY
+    from .servers import SECRET_KEY
 
     assert SECRET_KEY not in str(down[0].message)
     return ei.value
@@ -77,7 +77,7 @@ def test_unreachable_endpoint(prefix, make_settings, seaweed):
     from kernelcache.storage.remote import open_remote
 
     env = {**seaweed.env, "AWS_ENDPOINT_URL": unused_endpoint()}
-    rc = open_remote(make_settings(seaweed.url(prefix), "read", remote_timeout=3.0), environ=env)
+    rc = open_remote(make_settings(seaweed.url(prefix), "read", timeout=3.0), environ=env)
     _assert_down_after(rc, within=4.0)
 
 
@@ -87,7 +87,7 @@ def test_server_that_never_answers_hits_the_deadline(prefix, make_settings, seaw
     stall = StallServer()
     try:
         env = {**seaweed.env, "AWS_ENDPOINT_URL": stall.endpoint}
-        rc = open_remote(make_settings(seaweed.url(prefix), "read", remote_timeout=1.5), environ=env)
+        rc = open_remote(make_settings(seaweed.url(prefix), "read", timeout=1.5), environ=env)
         _assert_down_after(rc, within=6.0)
     finally:
         stall.close()
@@ -101,7 +101,7 @@ def test_server_killed_mid_download(seaweed_private, prefix, make_settings, tmp_
     writer = open_remote(make_settings(srv.url(prefix), "readwrite"), environ=srv.env)
     skey, eid = ids()
     assert writer.publish("adder", skey, eid, {"e": 1}, make_files(tmp_path / "src", 24 << 20))
-    reader = open_remote(make_settings(srv.url(prefix), "read", remote_timeout=3.0), environ=srv.env)
+    reader = open_remote(make_settings(srv.url(prefix), "read", timeout=3.0), environ=srv.env)
     entry = reader.read_entry(reader.list_entries("adder", skey)[0])
     real_stream = reader._backend.stream
     killed = {}
@@ -136,7 +136,7 @@ def test_restarted_server_serves_again_in_a_new_process_state(seaweed_private, p
     from kernelcache.storage.remote.client import reset_down_state
 
     srv = seaweed_private
-    s = make_settings(srv.url(prefix), "readwrite", remote_timeout=2.0)
+    s = make_settings(srv.url(prefix), "readwrite", timeout=2.0)
     rc = open_remote(s, environ=srv.env)
     skey, eid = ids()
     assert rc.publish("adder", skey, eid, {"e": 1}, make_files(tmp_path / "src"))
@@ -161,7 +161,7 @@ def test_hung_shared_filesystem_hits_the_deadline(file_remote, make_settings, tm
     blob = file_remote.path / "blobs" / entry.files["kernel.so"][0]
     blob.unlink()
     os.mkfifo(blob)
-    reader = open_remote(make_settings(file_remote.url, "read", remote_timeout=1.0))
+    reader = open_remote(make_settings(file_remote.url, "read", timeout=1.0))
     try:
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")

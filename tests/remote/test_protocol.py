@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ids, make_files, raw_delete, raw_get, raw_put
+from .helpers import ids, make_files, raw_delete, raw_get, raw_put
 
 from kernelcache.errors import KernelCacheError
 from kernelcache.storage.remote import (RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused)
@@ -24,7 +24,7 @@ def _published(remote, tmp_path: Path, name: str = "adder", size: int = 200_000)
     rc = remote.open("readwrite")
     skey, eid = ids()
     files = make_files(tmp_path / "src", size)
-    assert rc.publish(name, skey, eid, {"entry": eid, "deps": ["a.h"]}, files) is True
+    assert rc.publish(name, skey, eid, {"entry": eid, "deps": ["a.h"]}, files) == "uploaded"
     return rc, skey, eid, files
 
 
@@ -50,12 +50,12 @@ def test_second_publish_never_overwrites(remote, tmp_path):
     before = raw_get(rc, entry_key("adder", skey, eid))
     other = make_files(tmp_path / "other", tag="loser")
     puts = rc.request_counts()["put"]
-    assert rc.publish("adder", skey, eid, {"entry": "loser"}, other) is False
+    assert rc.publish("adder", skey, eid, {"entry": "loser"}, other) == "exists"
     assert rc.request_counts()["put"] == puts  # the loser uploads nothing
     assert raw_get(rc, entry_key("adder", skey, eid)) == before
     if remote.server is not None:  # and the server saw no PUT for it either
         seen = remote.server.request_counts().get("PUT", 0)
-        assert rc.publish("adder", skey, eid, {"entry": "loser2"}, other) is False
+        assert rc.publish("adder", skey, eid, {"entry": "loser2"}, other) == "exists"
         assert remote.server.request_counts().get("PUT", 0) == seen
 
 
@@ -84,7 +84,7 @@ def test_new_entry_publishable_beside_old_ones_newest_first(remote, tmp_path):
     rc, skey, eid1, _ = _published(remote, tmp_path)
     time.sleep(1.1)  # S3 last-modified has one-second resolution
     eid2 = ids()[1]
-    assert rc.publish("adder", skey, eid2, {"entry": eid2}, make_files(tmp_path / "v2", tag="v2")) is True
+    assert rc.publish("adder", skey, eid2, {"entry": eid2}, make_files(tmp_path / "v2", tag="v2")) == "uploaded"
     refs = remote.open("read").list_entries("adder", skey)
     assert [r.entry_id for r in refs] == [eid2, eid1]
 
@@ -117,7 +117,7 @@ def test_republish_repairs_a_blob_of_the_wrong_size(remote, tmp_path):
     rc, skey, eid, files = _published(remote, tmp_path)
     sha = rc.read_entry(rc.list_entries("adder", skey)[0]).files["kernel.so"][0]
     raw_put(rc, blob_key(sha), b"short")
-    assert rc.publish("adder", skey, ids()[1], {"entry": 2}, files) is True
+    assert rc.publish("adder", skey, ids()[1], {"entry": 2}, files) == "uploaded"
     reader = remote.open("read")
     reader.fetch_files(reader.read_entry(reader.list_entries("adder", skey)[0]), tmp_path / "d")
     assert (tmp_path / "d" / "kernel.so").read_bytes() == files["kernel.so"].read_bytes()
@@ -189,3 +189,42 @@ def test_open_remote_off_and_errors(make_settings, tmp_path):
     assert "supersecret" not in str(ei.value)
     with pytest.raises(KernelCacheError, match="plain http"):
         open_remote(make_settings("s3://bucket/p", "read"), environ={"AWS_ENDPOINT_URL": "http://10.1.2.3:9000"})
+
+
+@pytest.mark.parametrize("damage", ["same_size_other_bytes", "truncated", "deleted"])
+def test_publishing_an_existing_entry_repairs_its_damaged_blob(remote, tmp_path, damage):
+    """Issue 19 #1: a second publish of an entry checks its blobs (size and sha256) and
+    re-uploads a damaged or missing one from its own bytes; nothing else is written."""
+    rc, skey, eid, files = _published(remote, tmp_path)
+    sha = rc.read_entry(rc.list_entries("adder", skey)[0]).files["kernel.so"][0]
+    good = files["kernel.so"].read_bytes()
+    if damage == "same_size_other_bytes":
+        raw_put(rc, blob_key(sha), good[:100] + bytes([good[100] ^ 1]) + good[101:])  # one bit flipped
+    elif damage == "truncated":
+        raw_put(rc, blob_key(sha), good[:1000])
+    else:
+        raw_delete(rc, blob_key(sha))
+    envelope = raw_get(rc, entry_key("adder", skey, eid))
+    reader = remote.open("read")
+    with pytest.raises((RemoteCorrupt, RemoteMissing)):
+        reader.fetch_files(reader.read_entry(reader.list_entries("adder", skey)[0]), tmp_path / "before")
+    assert rc.publish("adder", skey, eid, {"entry": eid, "deps": ["a.h"]}, files) == "repaired"
+    assert raw_get(rc, entry_key("adder", skey, eid)) == envelope  # the envelope itself is never rewritten
+    reader.fetch_files(reader.read_entry(reader.list_entries("adder", skey)[0]), tmp_path / "after")
+    assert (tmp_path / "after" / "kernel.so").read_bytes() == good
+    assert rc.publish("adder", skey, eid, {"entry": eid}, files) == "exists"  # intact now: nothing to do
+
+
+def test_an_entry_nobody_can_repair_is_replaced_by_a_whole_one(remote, tmp_path):
+    """The damaged blob's bytes are not ours (a rebuild with other bytes, same entry id): the
+    broken envelope is swapped for ours, so hosts stop refusing it forever."""
+    rc, skey, eid, files = _published(remote, tmp_path)
+    sha = rc.read_entry(rc.list_entries("adder", skey)[0]).files["kernel.so"][0]
+    raw_delete(rc, blob_key(sha))
+    rebuilt = make_files(tmp_path / "rebuilt", tag="rebuilt")
+    assert rc.publish("adder", skey, eid, {"entry": "rebuilt"}, rebuilt) == "replaced"
+    reader = remote.open("read")
+    entry = reader.read_entry(reader.list_entries("adder", skey)[0])
+    assert entry.manifest == {"entry": "rebuilt"}
+    reader.fetch_files(entry, tmp_path / "d")
+    assert (tmp_path / "d" / "kernel.so").read_bytes() == rebuilt["kernel.so"].read_bytes()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from helpers import ids, make_files
-from servers import wait_until
+from .helpers import ids, make_files
+from .servers import wait_until
 
 from kernelcache.storage.remote import RemoteReadOnly
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import ids, make_files, raw_get, raw_put
+from .helpers import ids, make_files, raw_get, raw_put
 
 from kernelcache.errors import KernelCacheError
 from kernelcache.storage.remote import RemoteRefused
@@ -24,7 +24,7 @@ def keys(tmp_path):
 
 
 def _publish(remote, tmp_path, signing_key=None):
-    kw = {"remote_signing_key": signing_key} if signing_key else {}
+    kw = {"signing_key": signing_key} if signing_key else {}
     rc = remote.open("readwrite", **kw)
     skey, eid = ids()
     assert rc.publish("adder", skey, eid, {"entry": eid}, make_files(tmp_path / "src"))
@@ -36,7 +36,7 @@ def test_signed_envelope_verifies(remote, tmp_path, keys):
     rc, skey, eid = _publish(remote, tmp_path, priv)
     env = json.loads(raw_get(rc, entry_key("adder", skey, eid)))
     assert env["key_id"] == kid and env["signature"]
-    reader = remote.open("read", remote_verify_keys=(pub, keys["other"][1]))
+    reader = remote.open("read", verify_keys=(pub, keys["other"][1]))
     entry = reader.read_entry(reader.list_entries("adder", skey)[0])
     assert entry.signed_by == kid
     assert remote.open("read").read_entry(reader.list_entries("adder", skey)[0]).signed_by is None
@@ -44,7 +44,7 @@ def test_signed_envelope_verifies(remote, tmp_path, keys):
 
 def test_unsigned_is_refused_when_verify_keys_are_set(remote, tmp_path, keys):
     rc, skey, _ = _publish(remote, tmp_path)
-    reader = remote.open("read", remote_verify_keys=(keys["ci"][1],))
+    reader = remote.open("read", verify_keys=(keys["ci"][1],))
     with pytest.raises(RemoteRefused, match="unsigned") as ei:
         reader.read_entry(reader.list_entries("adder", skey)[0])
     assert ei.value.reason == "remote_refused"
@@ -52,7 +52,7 @@ def test_unsigned_is_refused_when_verify_keys_are_set(remote, tmp_path, keys):
 
 def test_unknown_key_is_refused(remote, tmp_path, keys):
     rc, skey, _ = _publish(remote, tmp_path, keys["other"][0])
-    reader = remote.open("read", remote_verify_keys=(keys["ci"][1],))
+    reader = remote.open("read", verify_keys=(keys["ci"][1],))
     with pytest.raises(RemoteRefused, match="unknown key"):
         reader.read_entry(reader.list_entries("adder", skey)[0])
 
@@ -72,7 +72,7 @@ def test_tampered_envelope_is_refused(remote, tmp_path, keys, tamper):
     else:  # claim the other trusted key signed it
         env["key_id"] = keys["other"][2]
     raw_put(rc, key, json.dumps(env).encode())
-    reader = remote.open("read", remote_verify_keys=(pub, keys["other"][1]))
+    reader = remote.open("read", verify_keys=(pub, keys["other"][1]))
     with pytest.raises(RemoteRefused, match="bad signature"):
         reader.read_entry(reader.list_entries("adder", skey)[0])
 
@@ -82,12 +82,12 @@ def test_key_files_errors(tmp_path, make_settings, keys):
 
     url = f"file://{tmp_path}"
     with pytest.raises(KernelCacheError, match="cannot read"):
-        open_remote(make_settings(url, "readwrite", remote_signing_key=tmp_path / "nope.key"))
+        open_remote(make_settings(url, "readwrite", signing_key=tmp_path / "nope.key"))
     with pytest.raises(KernelCacheError, match="not an unencrypted private key"):
-        open_remote(make_settings(url, "readwrite", remote_signing_key=keys["ci"][1]))
+        open_remote(make_settings(url, "readwrite", signing_key=keys["ci"][1]))
     (tmp_path / "garbage.pub").write_text("hello\n")
     with pytest.raises(KernelCacheError, match="not a public key"):
-        open_remote(make_settings(url, "read", remote_verify_keys=(tmp_path / "garbage.pub",)))
+        open_remote(make_settings(url, "read", verify_keys=(tmp_path / "garbage.pub",)))
     with pytest.raises(KernelCacheError, match="refusing to overwrite"):
         keygen(keys["ci"][0], tmp_path / "new.pub")
     assert (keys["ci"][0].stat().st_mode & 0o777) == 0o600
@@ -101,5 +101,5 @@ def test_openssh_public_key_is_accepted(remote, tmp_path, keys):
     ssh = tmp_path / "ci.ssh.pub"
     ssh.write_bytes(key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) + b" ci\n")
     rc, skey, _ = _publish(remote, tmp_path, priv)
-    reader = remote.open("read", remote_verify_keys=(ssh,))
+    reader = remote.open("read", verify_keys=(ssh,))
     assert reader.read_entry(reader.list_entries("adder", skey)[0]).signed_by == kid

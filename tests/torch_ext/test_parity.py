@@ -97,8 +97,12 @@ def test_cuda_lines_follow_torch_cuda_arch_list_at_call_time(parity_work, monkey
     """CUDA flags come from torch's writer with TORCH_CUDA_ARCH_LIST read at each call."""
     if shutil.which("nvcc") is None and not Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc").exists():
         pytest.skip("no CUDA toolkit here")
+    import torch.utils.cpp_extension as tce
+
     from kernelcache import cpp_extension
 
+    if tce.CUDA_HOME is None:  # a CPU build of torch never looks for a toolkit: point it at ours
+        monkeypatch.setattr(tce, "CUDA_HOME", os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     a = parity_cases.args("cuda", parity_work["work"])
     for arch, want in (("8.0", "sm_80"), ("9.0", "sm_90")):
         monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", arch)

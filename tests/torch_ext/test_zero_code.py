@@ -4,6 +4,7 @@ torch's own extensions dir is never used, and the plugin summary lists it as a t
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from .helpers import PARAM_V2, write_seed
+
+REPO = Path(__file__).resolve().parents[2]
 
 PKG_INIT = '''
 """An unmodified third-party package: JIT-builds its extension at import, the torch way."""
@@ -42,17 +45,20 @@ def _run(kc, argv: list[str], site: Path, **env: str) -> subprocess.CompletedPro
 
 
 def _modes(site: Path) -> dict[str, tuple[list[str], dict]]:
-    modes = {
+    # The .pth hook as an installed wheel ships it, processed the way interpreter start-up does.
+    hook_site = site.parent / "hook-site"
+    hook_site.mkdir(exist_ok=True)
+    shutil.copyfile(REPO / "kernelcache" / "patch" / "kernelcache-patch.pth", hook_site / "kernelcache-patch.pth")
+    return {
         "install()": ([sys.executable, "-c", "import kernelcache.cpp_extension as c; c.install(); import runpy; "
                        "runpy.run_path('main.py')"], {}),
         "python -m kernelcache.cpp_extension": ([sys.executable, "-m", "kernelcache.cpp_extension", "main.py"], {}),
+        "python -m kernelcache.patch --jit torch": ([sys.executable, "-m", "kernelcache.patch", "--jit", "torch",
+                                                     "main.py"], {}),
+        "KERNELCACHE_PATCH=torch + .pth hook": (
+            [sys.executable, "-c", f"import site; site.addsitedir({str(hook_site)!r}); import runpy; "
+                                   "runpy.run_path('main.py', run_name='__main__')"], {"KERNELCACHE_PATCH": "torch"}),
     }
-    try:  # the patch family (one switch for both drop-ins) lands from another branch
-        import kernelcache.patch  # noqa: F401
-    except ImportError:
-        return modes
-    modes["KERNELCACHE_PATCH=torch"] = ([sys.executable, "main.py"], {"KERNELCACHE_PATCH": "torch"})
-    return modes
 
 
 def test_every_zero_code_mode_second_process_compiles_nothing(torch_env):
@@ -72,18 +78,19 @@ def test_every_zero_code_mode_second_process_compiles_nothing(torch_env):
     assert not (torch_env.tmp / "torch_extensions").exists()  # torch's own JIT never ran
 
 
-def test_plugin_summary_and_json_report_list_it_as_a_torch_extension(torch_env):
+def test_pytest_option_routes_it_and_the_summary_and_json_report_list_it_as_a_torch_extension(torch_env):
     site = _package(torch_env.tmp)
-    (site / "conftest.py").write_text("import kernelcache.cpp_extension as c\nc.install()\n")
     (site / "test_pkg.py").write_text("def test_import():\n    import kcpkg\n    assert kcpkg.WINDOW == 4\n")
     report = torch_env.tmp / "report.json"
     proc = _run(torch_env, [sys.executable, "-m", "pytest", "-p", "kernelcache", "-p", "no:xdist", "-q",
-                            "-p", "no:cacheprovider", f"--kc-report-json={report}", "test_pkg.py"], site)
+                            "-p", "no:cacheprovider", "--kc-patch=torch", f"--kc-report-json={report}",
+                            "test_pkg.py"], site)
     assert "1 passed" in proc.stdout
     assert any("kcpkg_ext [torch extension]" in line and " built " in line for line in proc.stdout.splitlines()), \
         proc.stdout
     rows = {r["name"]: r for r in json.loads(report.read_text())["kernels"]}
     assert rows["kcpkg_ext"]["label"] == "torch extension" and rows["kcpkg_ext"]["status"] == "built"
+    assert not (torch_env.tmp / "torch_extensions").exists()  # routed: torch's own JIT never ran
 
 
 @pytest.mark.parametrize("argv", [["-m", "kernelcache.cpp_extension"], ["-m", "kernelcache.cpp_extension", "-m"]])

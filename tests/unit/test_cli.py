@@ -17,7 +17,7 @@ import pytest
 import kernelcache as kc
 from kernelcache.cli import main
 from kernelcache.layout import Layout
-from tests.support import REPO, project_spec, replace_file
+from tests.support import HANG_S, REPO, project_spec, replace_file
 
 # The suite's own cache (where `-p kernelcache` warmed the shipped kernels), read before any
 # test points KERNELCACHE_DIR elsewhere.
@@ -145,5 +145,5 @@ def test_build_and_pack_make_a_companion_wheel(suite_cache, tmp_path, capsys):
 
 def test_python_dash_m_entry_point(kc_env):
     p = subprocess.run([sys.executable, "-m", "kernelcache", "stats", "--json"], env=kc_env.env(), cwd=REPO,
-                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+                       capture_output=True, text=True, timeout=HANG_S, stdin=subprocess.DEVNULL)
     assert p.returncode == 0 and json.loads(p.stdout) == {}, p.stderr

@@ -28,6 +28,8 @@ MEMOS = {
     "native.py": {"native.cpu_features"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
+    "fleet.py": {"fleet.clients"},
+    "storage/remote/client.py": {"remote.down_state"},
     "kernels/config.py": {"kernels.settings"},
     "kernels/ngram_corpus/call.py": {"kernels.ngram_corpus.native"},
     "kernels/speculative_sampling/call.py": {"kernels.speculative_sampling.runtime"},
@@ -35,21 +37,22 @@ MEMOS = {
 # module-level state that is not a forgettable memo: file -> {name: why}
 NOT_MEMOS = {
     "process_state.py": {"_resets": "the registry itself"},
+    "storage/remote/client.py": {"_held": "compile leases this process holds (released at exit), not a memo"},
     "admit.py": {},  # _state.dlopened is kept on purpose: dlopen never forgets a path
     "kernels/speculative_sampling/call.py": {},
     "tvm_ffi/_patch.py": {"_saved": "what install() replaced; uninstall() restores it",
                           "_installed_settings": "whether the patch is installed (install/uninstall own it)"},
     "tvm_ffi/_api.py": {"_ORIGINALS": "tvm_ffi.cpp's functions, saved before patching (never stale)"},
+    "cpp_extension/_patch.py": {"_installed": "whether the torch drop-in is installed (install/uninstall own it)"},
+    "patch/_hook.py": {"_armed": "import hooks waiting for their module (arm owns them; they run once)"},
+    "cpp_extension/_api.py": {"_ORIGINALS": "torch's functions, saved before patching (never stale)"},
     "impact/record.py": {"_active": "the running session's recording (start/stop own it)",
                          "_installed": "whether the event listener is installed (once per process)"},
     "pytest_plugin/impact.py": {"api": "a lazily imported module", "record": "a lazily imported module"},
 }
-# memos in files other branches of issue 18 are reworking (fleet: the fleet stage and remote
-# client); the integrator empties this once they register. file -> names found there.
-PENDING = {
-    "storage/fleet.py": {"_clients", "_warned"},
-    "storage/remote/client.py": {"_down", "_warned", "_held"},
-}
+# memos in files other branches of issue 18 are reworking; the integrator empties this once
+# they register. file -> names found there.
+PENDING: dict[str, set[str]] = {}
 
 _CONTAINERS = {"dict", "set", "list", "Counter", "defaultdict", "OrderedDict", "deque"}
 
@@ -220,6 +223,25 @@ def test_admitted_modules_are_forgotten(built_adder):
     again = kc.load(built_adder.spec, settings=built_adder.settings)
     assert again is not first and again.add(2, 3) == 5
     assert kc.stats()["hits"] == 1 and kc.stats()["builds"] == 0  # re-admitted from disk, not rebuilt
+
+
+def test_fleet_clients_and_the_down_state_are_forgotten(tmp_path):
+    from kernelcache import fleet
+    from kernelcache.settings import RemoteSettings
+
+    share = tmp_path / "share"
+    share.mkdir()
+    s = kc.Settings.from_env({"KERNELCACHE_DIR": str(tmp_path / "c")}).replace(
+        remote=RemoteSettings(f"file://{share}", "read", timeout=2))
+    rc = fleet.client(s)
+    assert fleet.client(s) is rc
+    share.rmdir()  # the share goes away: the first request marks the remote down for the process
+    with pytest.raises(Exception, match="unreachable"):
+        rc.list_entries("k", "0" * 64)
+    assert rc.down_reason
+    kc.reset_process_state()
+    again = fleet.client(s)
+    assert again is not rc and again.down_reason is None
 
 
 def test_register_replaces_and_reset_all_calls_each():

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from kernelcache.settings import Settings, kc_environ
+from tests.support import HANG_S
 
 
 def test_defaults_without_environment(tmp_path):
     s = Settings.from_env({"XDG_CACHE_HOME": str(tmp_path)})
     assert s.cache_dir == tmp_path / "kernelcache"
     assert not s.no_build and not s.rebuild and s.prebuilt == ()
-    assert s.remote is None and s.remote_mode == "off" and not s.remote_enabled
+    assert s.remote.url is None and s.remote.mode == "off" and not s.remote_enabled
     assert s.lock_timeout == 1800.0
 
 
@@ -29,7 +30,7 @@ def test_environment_values_are_parsed(tmp_path):
     assert s.cache_dir == tmp_path / "c" and s.no_build and s.lock_timeout == 2.5 and s.max_jobs == 3
     assert s.prebuilt == (tmp_path / "a", tmp_path / "b")
     assert s.cuda_arch == "8.0 9.0"  # TVM_FFI_CUDA_ARCH_LIST is the fallback
-    assert s.remote == "file:///srv/kc" and s.remote_mode == "read"  # read is the default with a remote
+    assert s.remote.url == "file:///srv/kc" and s.remote.mode == "read"  # read is the default with a remote
     assert Settings.from_env({**env, "KERNELCACHE_CUDA_ARCH": "9.0"}).cuda_arch == "9.0"
 
 
@@ -80,7 +81,7 @@ except kc.CacheMissError:
 """
     env = {**os.environ, "KERNELCACHE_NO_BUILD": "1", "KERNELCACHE_DIR": str(tmp_path / "env"),
            "KERNELCACHE_LOG": "0", "PYTHONPATH": str(Path(__file__).parents[2])}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=HANG_S)
     assert out.stdout.split() == ["3", "miss"], out.stderr
     assert (tmp_path / "explicit" / "v1" / "entries" / "adder").is_dir()
     assert not (tmp_path / "env" / "v1" / "entries").exists()

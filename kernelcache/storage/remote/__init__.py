@@ -10,7 +10,7 @@ Nothing heavy is imported here: obstore and cryptography load only when a remote
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from .backend import (RemoteCorrupt, RemoteError, RemoteMissing, RemoteReadOnly, RemoteRefused,
                       RemoteUnavailable)
@@ -24,7 +24,7 @@ __all__ = ["open_remote", "RemoteCache", "RemoteRef", "RemoteEntry", "Lease", "L
            "RemoteUnavailable", "RemoteMissing", "RemoteCorrupt", "RemoteRefused", "RemoteReadOnly",
            "RemoteDownWarning", "reset_down_state"]
 
-_LAZY = {"RemoteCache": "client", "RemoteRef": "client", "RemoteEntry": "client", "RemoteDownWarning": "client",
+_LAZY = {"RemoteCache": "client", "RemoteRef": "refs", "RemoteEntry": "refs", "RemoteDownWarning": "client",
          "reset_down_state": "client", "Lease": "lease", "LeaseInfo": "lease"}
 
 
@@ -37,41 +37,45 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
 
 
-def open_remote(settings: "Settings", environ: Mapping[str, str] | None = None) -> "RemoteCache | None":
+def open_remote(settings: "Settings", environ: Mapping[str, str] | None = None,
+                on_down: "Callable[[str, str], None] | None" = None) -> "RemoteCache | None":
     """The configured remote, or None when it is unset or ``off``.
 
     ``environ`` (default: the process environment, read only) supplies the store's standard
     variables (``AWS_*``). Configuration errors (a bad URL, plain http to a non-loopback
     endpoint, unreadable keys, obstore missing for s3/gs/az) raise KernelCacheError with the
     fix; reachability is not checked here (the first request finds out, and an outage is a miss).
+    ``on_down(url, reason)`` reports the first outage of this remote in the process (the loader
+    prints one progress line); without it, one :class:`RemoteDownWarning` is issued.
     """
-    if not settings.remote_enabled:
+    r = settings.remote
+    if not r.enabled:
         return None
     from . import url as url_mod
     from .client import RemoteCache
 
-    u = url_mod.parse(settings.remote or "")
+    u = url_mod.parse(r.url or "")
     if u.is_file:
         from .filestore import FileBackend
 
-        backend: Any = FileBackend(u.path, settings.remote_timeout)  # type: ignore[arg-type]
+        backend: Any = FileBackend(u.path, r.timeout)  # type: ignore[arg-type]
         identity = u.redacted
     else:
         import os
 
-        from .objstore import ObjectBackend, _endpoint
+        from .objstore import ObjectBackend, endpoint_of
 
         env = os.environ if environ is None else environ
-        backend = ObjectBackend(u, settings.remote_timeout, env)
-        identity = f"{u.redacted}@{_endpoint(u.scheme, env) or 'default'}"
+        backend = ObjectBackend(u, r.timeout, env)
+        identity = f"{u.redacted}@{endpoint_of(u.scheme, env) or 'default'}"
     signer = verifier = None
-    if settings.remote_writable and settings.remote_signing_key is not None:
+    if r.writable and r.signing_key is not None:
         from .signing import load_signer
 
-        signer = load_signer(settings.remote_signing_key)
-    if settings.remote_verify_keys:
+        signer = load_signer(r.signing_key)
+    if r.verify_keys:
         from .signing import Verifier, load_public_keys
 
-        verifier = Verifier(load_public_keys(settings.remote_verify_keys))
-    return RemoteCache(backend, u.redacted, settings.remote_writable, identity=identity, signer=signer,
-                       verifier=verifier, lease_ttl=settings.remote_lease_ttl, scheme=u.scheme)
+        verifier = Verifier(load_public_keys(r.verify_keys))
+    return RemoteCache(backend, u.redacted, r.writable, identity=identity, signer=signer,
+                       verifier=verifier, lease_ttl=r.lease_ttl, scheme=u.scheme, on_down=on_down)

@@ -15,28 +15,25 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
-import re
 import socket
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ... import process_state
 from . import lease as lease_mod
-from .backend import ObjectInfo, RemoteCorrupt, RemoteReadOnly, RemoteRefused, RemoteUnavailable
+from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
+from .refs import (ENTRY_RE, FILE_RE, FORMAT, MAX_ENVELOPE, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids,
+                   entry_key, file_digest)
 from .signing import Signer, Verifier, canonical
 
-FORMAT = 1
-MAX_ENVELOPE = 64 << 20
-NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
-SKEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
-ENTRY_RE = re.compile(r"^[0-9a-f]{32}$")
-SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-FILE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
+__all__ = ["RemoteCache", "RemoteDownWarning", "RemoteEntry", "RemoteRef", "blob_key", "entry_key", "file_digest",
+           "check_ids", "reset_down_state", "SHA_RE"]
+
 OPS = ("list", "get", "put", "head", "delete")
 
 _state_lock = threading.Lock()
@@ -56,6 +53,9 @@ def reset_down_state() -> None:
         _warned.clear()
 
 
+process_state.register("remote.down_state", reset_down_state)
+
+
 @atexit.register
 def _release_held() -> None:
     """A process that exits holding a lease frees it for the fleet (quietly, best effort)."""
@@ -63,61 +63,6 @@ def _release_held() -> None:
         warnings.simplefilter("ignore")
         for held in list(_held):
             held.release()
-
-
-@dataclass(frozen=True)
-class RemoteRef:
-    """One listed entry (no request made for its envelope yet)."""
-
-    name: str
-    skey: str
-    entry_id: str
-    key: str
-    size: int
-    last_modified: datetime
-
-    @property
-    def created(self) -> datetime:
-        return self.last_modified
-
-
-@dataclass(frozen=True)
-class RemoteEntry:
-    """A fetched, checked envelope. ``files``: file name -> (sha256, size)."""
-
-    ref: RemoteRef
-    manifest: dict
-    files: dict[str, tuple[str, int]]
-    signed_by: str | None  # verified key id; None when unsigned or no verify keys configured
-    created: str
-    host: str
-    envelope: dict = field(repr=False, default_factory=dict)
-
-
-def check_ids(name: str, skey: str, entry_id: str | None = None) -> None:
-    if not NAME_RE.match(name or ""):
-        raise ValueError(f"bad kernel name for the remote: {name!r}")
-    if not SKEY_RE.match(skey or ""):
-        raise ValueError(f"bad source key for the remote (lowercase hex): {skey!r}")
-    if entry_id is not None and not ENTRY_RE.match(entry_id or ""):
-        raise ValueError(f"bad entry id for the remote (32 lowercase hex): {entry_id!r}")
-
-
-def entry_key(name: str, skey: str, entry_id: str) -> str:
-    return f"entries/{name}/{skey}/{entry_id}.json"
-
-
-def blob_key(sha256: str) -> str:
-    return f"blobs/{sha256}"
-
-
-def file_digest(path: Path) -> tuple[str, int]:
-    h, n = hashlib.sha256(), 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-            n += len(chunk)
-    return h.hexdigest(), n
 
 
 class _Guarded:
@@ -156,7 +101,7 @@ class RemoteCache:
 
     def __init__(self, backend: Any, url: str, writable: bool, identity: str | None = None,
                  signer: Signer | None = None, verifier: Verifier | None = None, lease_ttl: float = 600.0,
-                 scheme: str = ""):
+                 scheme: str = "", on_down: Callable[[str, str], None] | None = None):
         self._backend = backend
         self.url = url
         self.scheme = scheme
@@ -168,6 +113,7 @@ class RemoteCache:
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(OPS, 0)
         self.store = _Guarded(self)
+        self._on_down = on_down  # (url, reason): the caller reports the outage; else one warning
 
     def __repr__(self) -> str:
         mode = "readwrite" if self.writable else "read"
@@ -188,7 +134,9 @@ class RemoteCache:
             _down.setdefault(self.identity, reason)
             first = self.identity not in _warned
             _warned.add(self.identity)
-        if first:
+        if first and self._on_down is not None:
+            self._on_down(self.url, reason)
+        elif first:
             warnings.warn(f"kernelcache: fleet cache {self.url} is unavailable ({reason}); this process goes on "
                           "with its local cache only", RemoteDownWarning, stacklevel=4)
 
@@ -200,7 +148,8 @@ class RemoteCache:
         with self._lock:
             return dict(self._counts)
 
-    def _need_writable(self, what: str) -> None:
+    def need_writable(self, what: str) -> None:
+        """RemoteReadOnly before any request unless this remote was opened ``readwrite``."""
         if not self.writable:
             raise RemoteReadOnly(f"{what}: fleet cache {self.url} is read-only here (KERNELCACHE_REMOTE_MODE=read)")
 
@@ -304,9 +253,17 @@ class RemoteCache:
             raise RemoteCorrupt(f"{where}: sha256 {h.hexdigest()[:16]}… does not match its name")
 
     # -- writing -----------------------------------------------------------------------------
-    def publish(self, name: str, skey: str, entry_id: str, manifest: dict, files: dict[str, Path]) -> bool:
-        """Upload missing blobs, then create the envelope (the commit point). False: it existed."""
-        self._need_writable("publish")
+    def publish(self, name: str, skey: str, entry_id: str, manifest: dict, files: dict[str, Path]) -> str:
+        """Upload missing blobs, then create the envelope (the commit point).
+
+        Returns ``"uploaded"`` (our envelope is the entry), ``"exists"`` (an intact entry was
+        there: nothing written), ``"repaired"`` (it was there, a damaged or missing blob of it was
+        re-uploaded from our bytes: content-addressed, so never different bytes) or
+        ``"replaced"`` (its envelope was unreadable or named blobs we do not hold and that are
+        gone or damaged: that broken envelope was swapped for ours). An intact entry is never
+        overwritten.
+        """
+        self.need_writable("publish")
         check_ids(name, skey, entry_id)
         if not files:
             raise ValueError("publish: an entry needs at least one file")
@@ -315,29 +272,75 @@ class RemoteCache:
                 raise ValueError(f"publish: bad file name {fname!r}")
         canonical(manifest)  # JSON-serialisable, no NaN: fail before any request
         key = entry_key(name, skey, entry_id)
-        if self.store.head(key) is not None:
-            return False  # first writer won; never overwrite, no upload needed
         digests = {fname: file_digest(Path(p)) for fname, p in files.items()}
-        uploaded: set[str] = set()
+        ours = {sha: Path(files[fname]) for fname, (sha, _) in digests.items()}
+        if self.store.head(key) is not None:
+            status = self.heal(key, ours)
+            if status != "broken":
+                return status
+            self.store.delete(key)  # unreadable, or names blobs nobody here can restore
+            replaced = True
+        else:
+            replaced = False
         for fname, (sha, size) in sorted(digests.items()):
-            if sha in uploaded:
-                continue
-            info = self.store.head(blob_key(sha))
-            if info is None or info.size != size:
-                self.store.put_file(blob_key(sha), Path(files[fname]), replace=info is not None)
-            uploaded.add(sha)
+            self._ensure_blob(sha, size, ours[sha])
         env = {"format": FORMAT, "name": name, "skey": skey, "entry_id": entry_id,
                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
                "files": {f: {"sha256": s, "size": n} for f, (s, n) in sorted(digests.items())},
                "manifest": manifest}
         if self.signer is not None:
             env = self.signer.sign(env)
-        return self.store.put_if_absent(key, json.dumps(env, sort_keys=True, separators=(",", ":")).encode())
+        won = self.store.put_if_absent(key, json.dumps(env, sort_keys=True, separators=(",", ":")).encode())
+        return ("replaced" if replaced else "uploaded") if won else "exists"
+
+    def heal(self, key: str, ours: dict[str, Path]) -> str:
+        """Check an existing entry's blobs (size and sha256) and re-upload a damaged or missing
+        one from ``ours`` (sha256 -> local file with those bytes).
+
+        ``"exists"``: intact; ``"repaired"``: every damaged blob re-uploaded; ``"broken"``: the
+        envelope is unreadable or names a bad blob whose bytes we do not hold.
+        """
+        try:
+            env = json.loads(self.store.get(key))
+            recorded = {str(m["sha256"]): int(m["size"]) for m in env["files"].values()}
+        except RemoteMissing:
+            return "broken"
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return "broken"
+        if not recorded or not all(SHA_RE.match(sha) for sha in recorded):
+            return "broken"
+        repaired = False
+        for sha, size in sorted(recorded.items()):
+            if self.blob_state(sha, size) == "ok":
+                continue
+            if sha not in ours:
+                return "broken"
+            self.store.put_file(blob_key(sha), ours[sha], replace=True)
+            repaired = True
+        return "repaired" if repaired else "exists"
+
+    def blob_state(self, sha: str, size: int) -> str:
+        """``"ok"``, ``"missing"`` or ``"damaged"`` (size or sha256 differ): one HEAD, and a full
+        read only when the size matches."""
+        info = self.store.head(blob_key(sha))
+        if info is None:
+            return "missing"
+        if info.size != size:
+            return "damaged"
+        try:
+            return "ok" if self.hash_blob(sha) == (sha, size) else "damaged"
+        except RemoteMissing:
+            return "missing"
+
+    def _ensure_blob(self, sha: str, size: int, path: Path) -> None:
+        state = self.blob_state(sha, size)
+        if state != "ok":
+            self.store.put_file(blob_key(sha), path, replace=state == "damaged")
 
     # -- single flight -----------------------------------------------------------------------
     def acquire_lease(self, name: str, skey: str, ttl: float | None = None) -> Lease | LeaseInfo:
         """Take the compile lease (a Lease; release it) or get its live holder (a LeaseInfo)."""
-        self._need_writable("acquire_lease")
+        self.need_writable("acquire_lease")
         check_ids(name, skey)
         got = lease_mod.acquire(self.store, name, skey, self.lease_ttl if ttl is None else ttl)
         if isinstance(got, Lease):

@@ -46,7 +46,7 @@ def import_obstore() -> Any:
     return obstore
 
 
-def _endpoint(scheme: str, environ: Mapping[str, str]) -> str | None:
+def endpoint_of(scheme: str, environ: Mapping[str, str]) -> str | None:
     names = {"s3": _S3_ENDPOINT_ENV, "gs": _GCS_ENDPOINT_ENV, "az": _AZ_ENDPOINT_ENV}[scheme]
     for n in names:
         v = (environ.get(n) or "").strip()
@@ -71,7 +71,7 @@ class ObjectBackend:
         env = os.environ if environ is None else environ
         self.description = url.redacted
         self.timeout = max(0.5, float(timeout))
-        endpoint = _endpoint(url.scheme, env)
+        endpoint = endpoint_of(url.scheme, env)
         allow_http = bool(endpoint) and is_loopback_endpoint(endpoint or "")
         if endpoint and endpoint.lower().startswith("http://") and not allow_http:
             raise KernelCacheError(

@@ -1,0 +1,304 @@
+"""The fleet stage of a load: fetch a shared entry into the local cache, or hold the compile lease.
+
+Why a stage beside the loader (not a storage module): a fleet hit needs the loader's acceptance
+step (validation before dlopen, dlopen, identity, exported schemas), and a fleet miss may hand
+the loader a compile lease to hold while it builds. Both cross a small typed interface: the loader
+sends a :class:`FleetRequest` (spec, settings, source key, installation facts, its local store
+and an ``accept(entry) -> module | Rejection`` door) and gets a :class:`FleetOutcome` back
+(a module and its entry, or a lease, plus every miss with its reason). Nothing of the loader's
+own state crosses; storage never imports this module.
+
+Why entries never run from the remote: a binary is trusted only after the same checks as a
+local entry, and those run on a local file. So a fetch streams blobs into a private directory of
+the local cache, publishes it atomically under ``fetched/``, and hands it to the door.
+
+Any remote failure is a miss with a reason code (``remote_unavailable``, ``remote_corrupt``,
+``remote_refused``, ``remote_missing``) and the load continues locally; the client marks the
+remote down after the first connection error, so an outage costs one timeout per process and
+one progress line.
+"""
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from . import events, process_state, toolchain, validate
+from . import manifest as manifest_mod
+from .errors import KernelCacheError
+from .manifest import Manifest
+from .settings import Settings
+from .spec import KernelSpec
+from .storage.entry import Entry
+from .storage.local import LocalStore
+
+MAX_CANDIDATES = 8  # entries tried per load (newest first): a handful of requests, never one per sibling
+_clients: dict[tuple, Any] = {}
+_clients_lock = threading.Lock()
+_announced: set[str] = set()
+
+Accept = Callable[[Entry], "Any | validate.Rejection"]
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """What the loader hands the fleet stage for one load."""
+
+    spec: KernelSpec
+    settings: Settings
+    skey: str  # the toolchain-free source key the remote is indexed by
+    installation: validate.Installation  # this host's facts, checked against each remote manifest
+    store: LocalStore  # where fetched entries are published (``fetched/``) or quarantined
+    accept: Accept  # the loader's door: a validated module, or the Rejection
+    can_build: bool  # False: a host without a toolchain or with no_build (never takes a lease)
+
+
+@dataclass
+class FleetOutcome:
+    """What the fleet stage found: a module (and its fetched entry), or a lease, or neither."""
+
+    remote: str = ""  # the redacted URL
+    module: Any = None
+    entry: Entry | None = None
+    lease: Any = None  # a compile lease this load now holds: build, upload, then release it
+    misses: list[str] = field(default_factory=list)  # every refusal, for CacheMissError / explain
+
+
+def client(s: Settings):
+    """One client per remote configuration and process (it carries the marked-down state)."""
+    from .storage.remote import open_remote
+
+    r = s.remote
+    ident = (r.url, r.mode, r.signing_key, r.verify_keys, r.timeout, r.lease_ttl)
+    with _clients_lock:
+        rc = _clients.get(ident)
+        if rc is None:
+            rc = _clients[ident] = open_remote(s, on_down=_announce_down)
+    return rc
+
+
+def reset_clients() -> None:
+    """Forget clients and the outages this process announced (tests; a long-lived process)."""
+    with _clients_lock:
+        _clients.clear()
+        _announced.clear()
+    from .storage.remote.client import reset_down_state
+
+    reset_down_state()
+
+
+process_state.register("fleet.clients", reset_clients)
+
+
+def _announce_down(url: str, reason: str) -> None:
+    """Once per remote and process: the one line a user sees about an outage (no warning too)."""
+    with _clients_lock:
+        if url in _announced:
+            return
+        _announced.add(url)
+    events.emit("remote_down", remote=url, reason=reason)
+
+
+def open_client(s: Settings, name: str = ""):
+    """The client, or None when the remote cannot even be configured (e.g. the [remote] extra is
+    missing): announced once, and the load builds locally."""
+    try:
+        return client(s)
+    except KernelCacheError as e:
+        from .storage.remote.url import redact
+
+        _announce_down(redact(s.remote.url or ""), str(e))
+        events.emit("remote_error", name=name, reason_code="remote_unavailable", error=str(e)[:300])
+        return None
+
+
+def _failed(name: str, rc: Any, err: Exception) -> None:
+    events.emit("remote_error", name=name, reason_code=getattr(err, "reason", "remote_error"), remote=rc.url,
+                error=str(err)[:300])
+
+
+# -- reading -------------------------------------------------------------------------------------
+def obtain(req: FleetRequest) -> FleetOutcome:
+    """A validated module from the fleet, or a lease to build under, or misses with reasons.
+
+    Writers that find nothing take the key's compile lease; if another host holds it, they wait
+    (bounded) for its entry instead of compiling the same kernel again. Readers that may not
+    build wait for a compile under way.
+    """
+    from .storage.remote import Lease, RemoteError
+
+    rc = open_client(req.settings, req.spec.name)
+    if rc is None:
+        return FleetOutcome(misses=["remote: not configured usably (see the remote_down line)"])
+    out = FleetOutcome(remote=rc.url)
+    r = req.settings.remote
+    try:
+        if _fetch_first(req, rc, out):
+            return out
+        if not (rc.writable and req.can_build):
+            holder = None if req.can_build else rc.lease_holder(req.spec.name, req.skey)
+            if holder is not None and _wait(req, rc, holder, r.wait):
+                _fetch_first(req, rc, out)
+            return out
+        deadline = time.monotonic() + r.wait
+        while True:  # bounded: each round ends with an entry, our lease, or the holder's expiry
+            lease = rc.acquire_lease(req.spec.name, req.skey, r.lease_ttl)
+            if isinstance(lease, Lease):
+                out.lease = lease
+                return out
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return out  # waited long enough for other hosts: build here
+            if _wait(req, rc, lease, remaining) and _fetch_first(req, rc, out):
+                return out
+    except RemoteError as e:
+        _failed(req.spec.name, rc, e)
+        out.misses.append(f"remote {rc.url}: {getattr(e, 'reason', 'remote_error')}: {e}")
+        return out
+
+
+@contextmanager
+def lease_kept(lease: Any, ttl: float, name: str) -> Iterator[None]:
+    """Renew a compile lease every third of its TTL while the build runs, so a long CUDA build
+    is not taken over; a killed builder stops renewing and its lease expires."""
+    if lease is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(max(0.5, ttl / 3)):
+            try:
+                if not lease.renew(ttl):
+                    events.emit("remote_lease_lost", name=name)
+                    return
+            except Exception:  # noqa: BLE001 - an outage mid-build: the lease just expires
+                return
+
+    t = threading.Thread(target=renew, name="kernelcache-lease", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=5)
+
+
+def _wait(req: FleetRequest, rc: Any, holder: Any, deadline_s: float) -> list:
+    name = req.spec.name
+    t0 = time.monotonic()
+    events.emit("remote_lease_wait", name=name, holder=_who(holder), waited=0.0)
+
+    def on_wait(info: Any, waited: float) -> None:
+        events.emit("remote_lease_wait_progress", name=name, holder=_who(info or holder), waited=waited)
+
+    refs = rc.wait_for_entries(name, req.skey, deadline_s, on_wait)
+    events.emit("remote_lease_wait_done", name=name, waited=round(time.monotonic() - t0, 3), found=bool(refs))
+    return refs
+
+
+def _who(info: Any) -> str:
+    if info is None:
+        return "another host"
+    return f"pid {getattr(info, 'pid', '?')} on {getattr(info, 'host', '?')}"
+
+
+def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
+    """Try the newest entries under the source key; the first that the door accepts wins."""
+    from .storage.prebuilt import cuda_runtime_loadable
+    from .storage.remote import RemoteError, RemoteUnavailable
+
+    name, skey = req.spec.name, req.skey
+    refs = rc.list_entries(name, skey)
+    if not refs:
+        events.emit("remote_miss", name=name, reason_code="remote_no_entry", remote=rc.url)
+        out.misses.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}")
+        return False
+    t0 = time.monotonic()
+    for ref in refs[:MAX_CANDIDATES]:
+        why, code = "", "remote_refused"
+        try:
+            remote_entry = rc.read_entry(ref)
+            m = Manifest.from_dict(remote_entry.manifest)
+            if m is None or m.entry_id != ref.entry_id or m.name != name or m.skey != skey:
+                why = "manifest does not describe this entry (another kernel or key)"
+            elif m.so_name not in remote_entry.files:
+                why = f"entry lists no blob for {m.so_name}"
+            else:  # the one installation check of this entry: on the manifest, before any download
+                rej = validate.installation_refusal(req.spec, m, req.installation, cuda_runtime_loadable,
+                                                    strict_external=True)
+                why = str(rej) if rej else ""
+            if not why:
+                entry = _download(req.store, rc, remote_entry, m, skey)
+                got = req.accept(entry)
+                if not isinstance(got, validate.Rejection):
+                    events.emit("remote_hit", name=name, entry=m.entry_id, remote=rc.url,
+                                seconds=time.monotonic() - t0)
+                    out.module, out.entry = got, entry
+                    return True
+                req.store.quarantine(entry, str(got))
+                why = f"rejected after download: {got}"
+        except RemoteUnavailable:
+            raise
+        except RemoteError as e:
+            why, code = str(e), getattr(e, "reason", "remote_error")
+        out.misses.append(f"remote {rc.url} {ref.entry_id}: {code}: {why}")
+        events.emit("remote_miss", name=name, reason_code=code, remote=rc.url, entry=ref.entry_id, reason=why)
+    return False
+
+
+def _download(store: LocalStore, rc: Any, remote_entry: Any, m: Manifest, skey: str) -> Entry:
+    """Blobs into a private dir of the local cache, manifest last, then one rename into place."""
+    tmp = store.new_tmp_dir("fetch." + skey)
+    try:
+        rc.fetch_files(remote_entry, tmp)
+        m.origin = f"remote:{rc.url}"
+        manifest_mod.write(tmp, m)
+        dest, _ = store.publish_fetched(tmp, m.name, skey, m.entry_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Entry(dest, manifest_mod.read(dest) or m, "fetched")
+
+
+# -- writing -------------------------------------------------------------------------------------
+def fleet_manifest(m: Manifest) -> Manifest:
+    """What is published: the full record (dependencies kept: readers re-hash what they have),
+    plus the facts a host without this toolchain checks (tvm-ffi version, CUDA major)."""
+    out = Manifest.from_dict(m.to_dict())
+    assert out is not None
+    out.prebuilt = {"tvm_ffi_version": m.tvm_ffi_version, "cuda_major": toolchain.nvcc_major() if m.archs else None,
+                    "built": m.created}
+    out.origin = ""
+    return out
+
+
+def upload(s: Settings, entry: Entry) -> tuple[str, str]:
+    """Publish an entry built on this host (readwrite), under the source key its manifest records.
+
+    Blobs first, the envelope last, never overwriting a whole entry; an entry already there has
+    its blobs checked (size and sha256) and a damaged or missing one re-uploaded from these bytes.
+    Returns (status, detail): "uploaded", "exists", "repaired", "replaced", "failed" (detail:
+    the error) or "skipped".
+    """
+    from .storage.remote import RemoteError
+
+    m = entry.manifest
+    if entry.origin != "local" or m.origin or not m.skey:
+        return "skipped", "not built here, or no source key recorded"
+    rc = open_client(s, m.name)
+    if rc is None:
+        return "failed", "the remote cannot be opened (see the remote_down line)"
+    pub = fleet_manifest(m)
+    try:
+        status = rc.publish(m.name, m.skey, m.entry_id, pub.to_dict(), {m.so_name: Path(entry.so_path)})
+    except RemoteError as e:
+        _failed(m.name, rc, e)
+        return "failed", f"{getattr(e, 'reason', 'remote_error')}: {e}"
+    kind = {"uploaded": "remote_upload", "exists": "remote_upload_exists"}.get(status, "remote_repair")
+    events.emit(kind, name=m.name, entry=m.entry_id, remote=rc.url, status=status)
+    return status, ""
