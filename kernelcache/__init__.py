@@ -3,6 +3,12 @@
 The public API is re-exported here. Nothing heavy (tvm_ffi, torch, subprocesses) is imported
 at import time: ``import kernelcache`` must stay cheap because the pytest plugin and
 production servers import it on every start.
+
+PYTEST_DONT_REWRITE: the ``KERNELCACHE_PATCH`` ``.pth`` hook can import this package before
+pytest registers its ``pytest11`` plugin and marks the package for assertion rewriting; this
+marker tells pytest the package needs no rewriting, so it does not warn "Module already imported
+so cannot be rewritten" (an error under ``-W error``). Only this module carries it: the plugin's
+own modules are imported by pytest and rewritten as usual.
 """
 from __future__ import annotations
 

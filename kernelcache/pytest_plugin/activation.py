@@ -134,7 +134,10 @@ def _plugin_ini_keys(config: pytest.Config) -> list[str]:
 
 
 def _ini_set(config: pytest.Config, key: str) -> bool:
+    """Set to something other than its registered default (False / [] / ""). Through
+    ``getini`` alone: ``config.inicfg`` is deprecated (pytest 9.2 warns, and ``-W error`` turns
+    that into an INTERNALERROR in every project of the environment)."""
     try:
-        return key in (config.inicfg or {}) and bool(config.getini(key))
+        return bool(config.getini(key))
     except (ValueError, KeyError):
         return False
