@@ -110,9 +110,11 @@ def test_shadowing_header_and_new_file_under_a_root(tmp_path):
     assert "appeared where its compiler looked" in s.selected["tests/test_a.py::t"]
     s = select(tmp_path, Change("csrc/unrelated.h", ADDED))
     assert {"tests/test_a.py::t", "tests/sub/test_c.py::t"} <= set(s.selected)  # next to both kernels' sources
-    s = select(tmp_path, Change("csrc/other/unrelated.h", ADDED))  # under the root, next to neither
-    assert s.everything is None and set(s.selected) == {"tests/test_new.py::t"}
-    s = select(tmp_path, Change("csrc/unrelated.h", MODIFIED))  # read by no compiler: nothing
+    s = select(tmp_path, Change("csrc/other/unrelated.h", ADDED))  # under the root, read by no compiler
+    assert s.everything is None and "read by no compiler" in s.selected["tests/test_a.py::t"]
+    s = select(tmp_path, Change("csrc/k1.cc", MODIFIED))  # k1's input: k2 (same root) is not affected
+    assert set(s.selected) == {"tests/test_a.py::t", "tests/test_new.py::t"}
+    s = select(tmp_path, Change("csrc/notes.md", MODIFIED))  # docs under the root, read by nothing
     assert set(s.selected) == {"tests/test_new.py::t"}
 
 
