@@ -37,6 +37,14 @@ REPO = Path(__file__).resolve().parents[1]
 UNIVERSE = ["tests/kernels/test_ngram_random.py", "tests/kernels/test_tree_sampling.py",
             "tests/unit/test_layering.py", "tests/unit/test_gpu.py", "tests/unit/test_plan.py",
             "tests/unit/test_manifest.py"]
+# --small (issue 22's rerun on a machine at load 10-15, where one run of UNIVERSE took 119 s of test
+# time): the same files, the kernels' tests cut to 10 reference seeds, the eviction tests and the
+# sampling kernel's CPU input checks
+SMALL = ["tests/kernels/test_ngram_random.py::test_random_eviction_heavy",
+         *[f"tests/kernels/test_ngram_random.py::test_random_against_reference[{i}]" for i in range(10)],
+         "tests/kernels/test_tree_sampling.py::test_bad_inputs_cpu",
+         "tests/unit/test_layering.py", "tests/unit/test_gpu.py", "tests/unit/test_plan.py",
+         "tests/unit/test_manifest.py"]
 # 34 s of torch.compile tracing per run on this machine; it is a CPU test of the sampling kernel's
 # Python op and is selected by the same rules as its neighbours
 SKIP = ["tests/kernels/test_tree_sampling.py::test_torch_compile_fullgraph_traces_custom_op_cpu"]
@@ -214,8 +222,11 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="run the mutations whose name contains this")
     ap.add_argument("-n", "--workers", type=int, default=0, help="xdist workers per run (default: none)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary clone")
+    ap.add_argument("--small", action="store_true", help="the SMALL universe (a loaded machine)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / ".out" / "impact_mutations.json"))
     args = ap.parse_args()
+    if args.small:
+        args.paths = SMALL
     muts = [m for m in MUTATIONS if not args.only or any(o in m.name for o in args.only)]
     tmp = Path(tempfile.mkdtemp(prefix="kc-impact-study-"))
     clone = tmp / "repo"
