@@ -17,7 +17,7 @@ from typing import Sequence
 
 from . import changes as changes_mod
 from .changes import Change, ChangeSet
-from .graph import ImportGraph
+from .graph import ImportGraph, pyproject
 from .impact_map import ImpactMap, load
 from .select import Rules, Selector
 
@@ -141,15 +141,7 @@ def prepare(start: Path | str, since: str, map_path: Path | str | None, rules: R
 
 def _ini(root: Path) -> dict:
     """``[tool.pytest.ini_options]`` of ``root/pyproject.toml`` ({} when absent)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        return {}
-    try:
-        data = tomllib.loads((Path(root) / "pyproject.toml").read_text())
-    except (OSError, ValueError):
-        return {}
-    ini = data.get("tool", {}).get("pytest", {}).get("ini_options", {})
+    ini = pyproject(root).get("tool", {}).get("pytest", {}).get("ini_options", {})
     return ini if isinstance(ini, dict) else {}
 
 

@@ -7,6 +7,7 @@ break) and the new one appears (it may shadow a header or be a new test file). E
 """
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,5 +178,5 @@ def repo_files(root: Path | str, pattern: str = "") -> list[str]:
     if pattern:
         args += ["--", pattern]
     out = git(root, *args).stdout
-    root = Path(root)
-    return sorted({p for p in out.split("\0") if p and (root / p).exists()})
+    base = str(root)
+    return sorted({p for p in out.split("\0") if p and os.path.exists(os.path.join(base, p))})

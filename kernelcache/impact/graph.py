@@ -12,6 +12,7 @@ failure.
 """
 from __future__ import annotations
 
+import functools
 import os
 from collections import deque
 from dataclasses import dataclass, field
@@ -194,15 +195,31 @@ class ImportGraph:
         return [p for p in self.nodes if p.startswith(prefix)]
 
 
+def pyproject(root: Path | str) -> dict:
+    """``root/pyproject.toml`` parsed ({} when absent or unreadable), once per file version."""
+    p = os.path.join(str(root), "pyproject.toml")
+    try:
+        st = os.stat(p)
+    except OSError:
+        return {}
+    return _parsed(p, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+    try:
+        import tomllib
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (ImportError, OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _console_scripts(root: Path) -> dict[str, str]:
     """``[project.scripts]`` of ``root/pyproject.toml``: a test that runs ``kernelcache ...``
     in a subprocess depends on ``kernelcache.cli``."""
-    try:
-        import tomllib
-        data = tomllib.loads((root / "pyproject.toml").read_text())
-    except (ImportError, OSError, ValueError):
-        return {}
-    scripts = data.get("project", {}).get("scripts", {})
+    scripts = pyproject(root).get("project", {}).get("scripts", {})
     return {str(k): str(v).partition(":")[0].strip() for k, v in scripts.items() if isinstance(v, str)}
 
 

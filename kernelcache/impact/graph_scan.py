@@ -25,9 +25,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _IDENT = re.compile(r"[A-Za-z_][\w.]*\Z")
 _DASH_M = re.compile(r"""(?<![\w-])-m[ \t]+([A-Za-z_][\w.]*)""")
+_CODE_IMPORT = re.compile(r"(?:^|;)[ \t]*(?:from[ \t]+\S+[ \t]+)?import[ \t]", re.M)  # a statement, not prose
 _LOOSE = re.compile(r"\b(?:from|import)[ \t\\\n(]+(\.*[A-Za-z_][\w.]*|\.+)")
 
 
@@ -69,70 +70,69 @@ def _call_name(func: ast.expr) -> str:
     return ""
 
 
-class _Visitor(ast.NodeVisitor):
-    def __init__(self, facts: Facts, depth: int):
-        self.f = facts
-        self.guard = 0
-        self.depth = depth
+def _guarded_nodes(tree: ast.AST) -> set[int]:
+    """ids of the import statements inside ``if TYPE_CHECKING:`` bodies (they never run)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for stmt in node.body:
+                out.update(id(n) for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return out
 
-    def visit_If(self, node: ast.If) -> None:
-        if _is_type_checking(node.test):
-            self.guard += 1
-            for n in node.body:
-                self.visit(n)
-            self.guard -= 1
-            for n in node.orelse:
-                self.visit(n)
-        else:
-            self.generic_visit(node)
 
-    def visit_Import(self, node: ast.Import) -> None:
-        for a in node.names:
-            self.f.imports.append((0, a.name, (), self.guard > 0))
+def _collect(tree: ast.AST, f: Facts, depth: int, text: str) -> None:
+    """One pass over every node (``ast.walk``: no per-node method dispatch)."""
+    guarded = _guarded_nodes(tree) if "TYPE_CHECKING" in text else set()
+    for node in ast.walk(tree):
+        t = type(node)
+        if t is ast.Constant:
+            v = node.value
+            if type(v) is not str:
+                continue
+            if len(v) < 200 and _IDENT.match(v):
+                f.names.append(v)
+            if "-m" in v:
+                f.runs.extend(m.group(1) for m in _DASH_M.finditer(v))
+            if "import" in v and depth < 3 and _CODE_IMPORT.search(v):  # code run elsewhere (python -c, exec)
+                try:
+                    sub = ast.parse(v)
+                except (SyntaxError, ValueError):
+                    continue
+                _collect(sub, f, depth + 1, v)
+        elif t is ast.Import:
+            g = id(node) in guarded
+            f.imports.extend((0, a.name, (), g) for a in node.names)
+        elif t is ast.ImportFrom:
+            f.imports.append((node.level, node.module or "", tuple(a.name for a in node.names), id(node) in guarded))
+        elif t is ast.Call:
+            name = _call_name(node.func)
+            if name in ("import_module", "__import__"):
+                arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    f.literals.append(_with_package(arg.value, node))
+                else:
+                    f.computed = True
+        elif t is ast.List or t is ast.Tuple:
+            elts = node.elts
+            for a, b in zip(elts, elts[1:]):  # [sys.executable, "-m", "pkg.mod", ...]: run in a subprocess
+                if type(a) is ast.Constant and a.value == "-m" and type(b) is ast.Constant \
+                        and isinstance(b.value, str) and _IDENT.match(b.value):
+                    f.runs.append(b.value)
 
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        self.f.imports.append((node.level, node.module or "", tuple(a.name for a in node.names), self.guard > 0))
 
-    def visit_Call(self, node: ast.Call) -> None:
-        name = _call_name(node.func)
-        if name in ("import_module", "__import__"):
-            arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.keyword == "name"), None)
-            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                self.f.literals.append(arg.value)
-            else:
-                self.f.computed = True
-        self.generic_visit(node)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        v = node.value
-        if not isinstance(v, str):
-            return
-        if _IDENT.match(v) and len(v) < 200:
-            self.f.names.append(v)
-        if "-m" in v:
-            self.f.runs.extend(m.group(1) for m in _DASH_M.finditer(v))
-        if "import" in v and self.depth < 3:  # code run elsewhere (python -c, exec)
-            try:
-                tree = ast.parse(v)
-            except (SyntaxError, ValueError):
-                return
-            sub = _Visitor(self.f, self.depth + 1)
-            sub.visit(tree)
-
-    def visit_List(self, node: ast.List) -> None:
-        self._argv(node.elts)
-        self.generic_visit(node)
-
-    def visit_Tuple(self, node: ast.Tuple) -> None:
-        self._argv(node.elts)
-        self.generic_visit(node)
-
-    def _argv(self, elts: list[ast.expr]) -> None:
-        """``[sys.executable, "-m", "pkg.mod", ...]``: the module runs in a subprocess."""
-        for a, b in zip(elts, elts[1:]):
-            if isinstance(a, ast.Constant) and a.value == "-m" and isinstance(b, ast.Constant) \
-                    and isinstance(b.value, str) and _IDENT.match(b.value):
-                self.f.runs.append(b.value)
+def _with_package(name: str, call: ast.Call) -> str:
+    """``import_module(".x", "pkg")``: absolute when the package is a literal too (else the
+    importer's own package applies, as for ``__name__``/``__package__``)."""
+    if not name.startswith("."):
+        return name
+    pkg = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "package"), None)
+    if not (isinstance(pkg, ast.Constant) and isinstance(pkg.value, str)):
+        return name
+    level = len(name) - len(name.lstrip("."))
+    parts = pkg.value.split(".")
+    if level - 1 > len(parts):
+        return name
+    return ".".join(parts[:len(parts) - (level - 1)] + ([name[level:]] if name[level:] else []))
 
 
 def scan(text: str) -> Facts:
@@ -149,7 +149,7 @@ def scan(text: str) -> Facts:
         f.names = sorted({m.group(0) for m in re.finditer(r"[A-Za-z_][\w.]*", text)})
         f.computed = True
         return f
-    _Visitor(f, 0).visit(tree)
+    _collect(tree, f, 0, text)
     f.names = sorted(set(f.names))
     return f
 
