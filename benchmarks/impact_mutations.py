@@ -262,7 +262,7 @@ def main() -> int:
             apply(clone, m)
             # the selection in-process (what the CLI and ci/affected-tests compute), then the full run
             ts = time.perf_counter()
-            res = affected(clone, "HEAD", mcopy)
+            res = affected(clone, "HEAD", mcopy, graph_cache=tmp / "import-facts.json")
             sel_s = time.perf_counter() - ts
             everything = res["everything"]
             selected = res["selected"]
