@@ -71,12 +71,19 @@ class Rules:
 
 def plugin_files(graph: ImportGraph, root: Path) -> dict[str, str]:
     """The pytest plugin and this package, with everything they import (statically, outside
-    TYPE_CHECKING): a change there can change every test. Path -> import chain."""
+    TYPE_CHECKING): a change there can change every test. Path -> import chain. Both the
+    package that runs this code, when it lies in the repository, and a ``kernelcache`` package
+    the repository holds (its tests run that one, whichever selects)."""
+    pkgs = {p[: -len("/pytest_plugin/__init__.py")] for p in graph.nodes
+            if p == "kernelcache/pytest_plugin/__init__.py" or p.endswith("/kernelcache/pytest_plugin/__init__.py")}
     try:
-        pkg = PACKAGE_DIR.relative_to(Path(root).resolve()).as_posix()
+        pkgs.add(PACKAGE_DIR.relative_to(Path(root).resolve()).as_posix())
     except ValueError:
-        return {}  # kernelcache is installed outside this repository
-    starts = graph.package_files(f"{pkg}/pytest_plugin") + graph.package_files(f"{pkg}/impact")
+        pass  # kernelcache is installed outside this repository
+    if not pkgs:
+        return {}
+    starts = [f for pkg in sorted(pkgs) for f in graph.package_files(f"{pkg}/pytest_plugin")
+              + graph.package_files(f"{pkg}/impact")]
     c = graph.closure(starts, dynamic=False)
     return {p: c.chain(p) for p in c.files}
 
