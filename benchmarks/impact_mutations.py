@@ -270,6 +270,11 @@ def main() -> int:
                                                       *deselect)
             sh(["git", "reset", "-q", "--hard", pristine], clone).check_returncode()
             revert(clone)
+            if not full["tests"] and full["exit"] in (3, 4):
+                # the session itself aborted (a node id of --small whose file no longer imports is
+                # "not found": a usage error): every run fails loudly, the selected one too
+                full = {**full, "tests": {n: ("aborted", 0.0) for n in base["tests"]},
+                        "broken": {n.split("::")[0] for n in base["tests"]}}
             changed = {n for n, (o, _) in full["tests"].items() if base["tests"].get(n, (None,))[0] != o}
             vanished = {n for n in base["tests"] if n not in full["tests"]}  # their file broke at collection
             changed |= vanished
