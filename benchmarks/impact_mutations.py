@@ -270,16 +270,14 @@ def main() -> int:
                                                       *deselect)
             sh(["git", "reset", "-q", "--hard", pristine], clone).check_returncode()
             revert(clone)
-            if not full["tests"] and full["exit"] in (3, 4):
-                # the session itself aborted (a node id of --small whose file no longer imports is
-                # "not found": a usage error): every run fails loudly, the selected one too
-                full = {**full, "tests": {n: ("aborted", 0.0) for n in base["tests"]},
-                        "broken": {n.split("::")[0] for n in base["tests"]}}
+            # the session itself aborted (a node id of --small whose file no longer imports is
+            # "not found": a usage error): every run fails loudly, the selected one too
+            aborted = not full["tests"] and full["exit"] in (3, 4)
             changed = {n for n, (o, _) in full["tests"].items() if base["tests"].get(n, (None,))[0] != o}
             vanished = {n for n in base["tests"] if n not in full["tests"]}  # their file broke at collection
             changed |= vanished
             # a collection error is never deselected: the selected run reports it too
-            caught = {n for n in vanished if n.split("::")[0] in full["broken"]}
+            caught = changed if aborted else {n for n in vanished if n.split("::")[0] in full["broken"]}
             new = {n for n in full["tests"] if n not in base["tests"]}
             missed = sorted(n for n in changed - caught if not everything and n not in selected
                             and n.split("::")[0] not in res["new_files"] and n not in new)
@@ -289,7 +287,7 @@ def main() -> int:
             saved_t = sum(base["tests"].get(n, (None, 0.0))[1] for n in desel)
             row = {"mutation": m.name, "path": m.path, "selected": n_all if everything else len(selected),
                    "deselected": len(desel), "outcome_changed": len(changed), "missed": missed,
-                   "saved_test_s": round(saved_t, 2), "everything": everything,
+                   "saved_test_s": round(saved_t, 2), "everything": everything, "aborted": aborted,
                    "expect": check_expect(m, selected, everything), "reasons": sorted(set(selected.values()))[:5],
                    "wall_s": round(time.monotonic() - t1, 1), "selection_s": round(sel_s, 3)}
             rows.append(row)
