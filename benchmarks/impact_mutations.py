@@ -9,9 +9,11 @@ reports the tests and test seconds each selection saved.
 The edits are made in a temporary clone of this checkout's HEAD (never in the working tree);
 the clone shares the kernel cache, so unchanged kernels are cache hits. The universe is a
 representative subset (the whole suite per edit is too slow on a 2-core machine): see
-UNIVERSE and SKIP, or pass paths. Per edit: the selection (``--collect-only``), the full run,
-and the selected tests for real when they are neither none nor all (a selection of everything
-is the full run; an empty one runs nothing).
+UNIVERSE and SKIP, or pass paths. Per edit: the selection in-process
+(``kernelcache.impact.api.affected``, the code path of ``kernelcache affected``, of
+``ci/affected-tests`` and of the plugin), and the full run unless everything was selected.
+Edits of every kind: modify, rename, delete, add, and partial re-recording (a first edit
+committed and the map re-recorded for one test file only, then the edit under study).
 
     python benchmarks/impact_mutations.py [--only NAME ...] [--keep] [-n 2] [PATHS ...]
 """
@@ -35,6 +37,14 @@ REPO = Path(__file__).resolve().parents[1]
 UNIVERSE = ["tests/kernels/test_ngram_random.py", "tests/kernels/test_tree_sampling.py",
             "tests/unit/test_layering.py", "tests/unit/test_gpu.py", "tests/unit/test_plan.py",
             "tests/unit/test_manifest.py"]
+# --small (issue 22's rerun on a machine at load 10-15, where one run of UNIVERSE took 119 s of test
+# time): the same files, the kernels' tests cut to 10 reference seeds, the eviction tests and the
+# sampling kernel's CPU input checks
+SMALL = ["tests/kernels/test_ngram_random.py::test_random_eviction_heavy",
+         *[f"tests/kernels/test_ngram_random.py::test_random_against_reference[{i}]" for i in range(10)],
+         "tests/kernels/test_tree_sampling.py::test_bad_inputs_cpu",
+         "tests/unit/test_layering.py", "tests/unit/test_gpu.py", "tests/unit/test_plan.py",
+         "tests/unit/test_manifest.py"]
 # 34 s of torch.compile tracing per run on this machine; it is a CPU test of the sampling kernel's
 # Python op and is selected by the same rules as its neighbours
 SKIP = ["tests/kernels/test_tree_sampling.py::test_torch_compile_fullgraph_traces_custom_op_cpu"]
@@ -51,6 +61,12 @@ class Mutation:
     rename_to: str = ""
     also: tuple[str, str] = ("", "")  # a second file and text appended to it
     expect: str = ""  # "nothing" | "everything" | "not:<substring of node ids>" (checked, reported)
+    delete: bool = False
+    create: str | None = None  # a new file's text (path must not exist)
+    # partial re-recording first: this edit is committed, the map re-recorded for `record` only
+    # (the other records keep their older commit), then the mutation itself is applied
+    before: "Mutation | None" = None
+    record: str = ""
 
 
 MUTATIONS = [
@@ -103,6 +119,39 @@ MUTATIONS = [
     Mutation("docs only: docs/ngram_corpus.md + benchmark script", "docs/ngram_corpus.md", new="\nimpact mutation\n",
              also=("benchmarks/bench_ngram.py", "\n# impact mutation\n"), expect="nothing"),
     Mutation("CI config ci/suites.toml", "ci/suites.toml", new="\n# impact mutation\n", expect="everything"),
+    # issue 22: every kind (modify, rename, delete, add, partial re-recording)
+    Mutation("ngram trie.h deleted (header)", NG + "trie.h", delete=True, expect="not:test_tree_sampling"),
+    Mutation("tree tree_sampling.cuh deleted (header)", TS + "tree_sampling.cuh", delete=True, expect="not:test_ngram"),
+    Mutation("tree tree_sampling.cuh renamed (header)", TS + "tree_sampling.cuh", rename_to=TS + "ts_renamed.cuh",
+             expect="not:test_ngram"),
+    Mutation("test helper deleted (tree_sampling_reference.py)", "tests/kernels/tree_sampling_reference.py", delete=True,
+             expect="not:test_ngram"),
+    Mutation("test file deleted (test_plan.py)", "tests/unit/test_plan.py", delete=True, expect="nothing"),
+    Mutation("docs deleted (docs/ngram_corpus.md)", "docs/ngram_corpus.md", delete=True, expect="nothing"),
+    Mutation("docs renamed (docs/test_impact.md)", "docs/test_impact.md", rename_to="docs/impact.md", expect="nothing"),
+    Mutation("ngram: new file next to its sources", NG + "notes.txt", create="scratch\n",
+             expect="not:test_tree_sampling"),
+    Mutation("ngram: new header next to its sources", NG + "extra.h", create="#pragma once\n",
+             expect="not:test_tree_sampling"),
+    Mutation("new test file", "tests/unit/test_impact_new.py", create="def test_new():\n    assert True\n"),
+    Mutation("new docs page", "docs/new_page.md", create="# New\n", expect="nothing"),
+    Mutation("spec module ngram_corpus/spec.py", "kernelcache/kernels/ngram_corpus/spec.py", new="\n# impact mutation\n",
+             expect="not:test_tree_sampling"),
+    Mutation("checks module ngram_corpus/checks.py", "kernelcache/kernels/ngram_corpus/checks.py",
+             new="\n# impact mutation\n"),
+    Mutation("test file test_tree_sampling.py: comment", "tests/kernels/test_tree_sampling.py", new="\n# impact mutation\n",
+             expect="not:test_ngram"),
+    Mutation("plan.py (plugin closure)", "kernelcache/plan.py", new="\n# impact mutation\n", expect="everything"),
+    Mutation("README.md (no doc test in the universe)", "README.md", "kernelcache", "kernel-cache", expect="nothing"),
+    Mutation("partial re-record, then ngram's new header edited", NG + "added.h", "ADDED_VALUE 0", "ADDED_VALUE 1",
+             before=Mutation("ngram common.h gains a header", NG + "common.h", "#include <new>\n",
+                             "#include <new>\n#include \"added.h\"\n",
+                             also=(NG + "added.h", "#pragma once\n#define ADDED_VALUE 0\n")),
+             record="tests/unit/test_plan.py", expect="not:test_tree_sampling"),
+    Mutation("partial re-record, then tree header broken", TS + "tree_sampling.cuh", "// Tree speculative",
+             "@@ Tree speculative",
+             before=Mutation("docs edit committed", "docs/layout.md", new="\nimpact mutation\n"),
+             record="tests/kernels/test_tree_sampling.py", expect="not:test_ngram"),
 ]
 
 
@@ -128,6 +177,13 @@ def pytest_run(clone: Path, env: dict, paths: list[str], report: Path, workers: 
 
 def apply(clone: Path, m: Mutation) -> None:
     p = clone / m.path
+    if m.delete:
+        p.unlink()
+        return
+    if m.create is not None:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(m.create)
+        return
     if m.rename_to:
         sh(["git", "mv", m.path, m.rename_to], clone).check_returncode()
         return
@@ -141,7 +197,7 @@ def apply(clone: Path, m: Mutation) -> None:
     p.write_text(text)
     if m.also[0]:
         q = clone / m.also[0]
-        q.write_text(q.read_text() + m.also[1])
+        q.write_text((q.read_text() if q.exists() else "") + m.also[1])
 
 
 def revert(clone: Path) -> None:
@@ -166,8 +222,11 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], help="run the mutations whose name contains this")
     ap.add_argument("-n", "--workers", type=int, default=0, help="xdist workers per run (default: none)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary clone")
+    ap.add_argument("--small", action="store_true", help="the SMALL universe (a loaded machine)")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / ".out" / "impact_mutations.json"))
     args = ap.parse_args()
+    if args.small:
+        args.paths = SMALL
     muts = [m for m in MUTATIONS if not args.only or any(o in m.name for o in args.only)]
     tmp = Path(tempfile.mkdtemp(prefix="kc-impact-study-"))
     clone = tmp / "repo"
@@ -185,47 +244,55 @@ def main() -> int:
     print(f"baseline: {n_all} tests, {t_all:.1f}s of test time, recorded {imap.name} "
           f"({time.monotonic() - t0:.0f}s wall)")
     rows = []
+    sys.path.insert(0, str(REPO))
+    from kernelcache.impact.api import affected  # the path `kernelcache affected` and ci/affected-tests take
+
+    pristine = sh(["git", "rev-parse", "HEAD"], clone).stdout.strip()
     try:
         for m in muts:
-            apply(clone, m)
+            t1 = time.monotonic()
             mcopy = tmp / "map-copy.json"
             shutil.copy(imap, mcopy)
-            t1 = time.monotonic()
-            # the selection (collection only: cheap), then the full run, then the selected tests
-            # for real when they are neither none nor all
-            plan = pytest_run(clone, env, args.paths, tmp / "plan.json", 0, "--collect-only",
-                              "--kc-affected-since=HEAD", f"--kc-impact-map={mcopy}", *deselect)
-            selection = (plan["impact"] or {}).get("selection") or {}
-            everything = selection.get("everything")
-            selected = selection.get("selected") or {}
-            full = pytest_run(clone, env, args.paths, tmp / "full.json", args.workers, *deselect)
-            if selected and not everything:
-                shutil.copy(imap, mcopy)
-                sel = pytest_run(clone, env, args.paths, tmp / "sel.json", args.workers,
-                                 "--kc-affected-since=HEAD", f"--kc-impact-map={mcopy}", *deselect)
-            else:
-                sel = full if everything else {"tests": {}, "broken": plan["broken"]}
-            plan_mismatch = sorted(set(sel["tests"]) ^ set(selected)) if selected and not everything else []
+            if m.before is not None:  # commit a first edit, re-record part of the map there
+                apply(clone, m.before)
+                sh(["git", "add", "-A"], clone).check_returncode()
+                sh(["git", "-c", "user.email=s@example.invalid", "-c", "user.name=study", "commit", "-qm",
+                    m.before.name], clone).check_returncode()
+                pytest_run(clone, env, [m.record], tmp / "partial.json", 0, f"--kc-impact-map={mcopy}", *deselect)
+            apply(clone, m)
+            # the selection in-process (what the CLI and ci/affected-tests compute), then the full run
+            ts = time.perf_counter()
+            res = affected(clone, "HEAD", mcopy, graph_cache=tmp / "import-facts.json")
+            sel_s = time.perf_counter() - ts
+            everything = res["everything"]
+            selected = res["selected"]
+            full = base if everything else pytest_run(clone, env, args.paths, tmp / "full.json", args.workers,
+                                                      *deselect)
+            sh(["git", "reset", "-q", "--hard", pristine], clone).check_returncode()
             revert(clone)
+            # the session itself aborted (a node id of --small whose file no longer imports is
+            # "not found": a usage error): every run fails loudly, the selected one too
+            aborted = not full["tests"] and full["exit"] in (3, 4)
             changed = {n for n, (o, _) in full["tests"].items() if base["tests"].get(n, (None,))[0] != o}
             vanished = {n for n in base["tests"] if n not in full["tests"]}  # their file broke at collection
             changed |= vanished
             # a collection error is never deselected: the selected run reports it too
-            caught = {n for n in vanished if n.split("::")[0] in plan["broken"]}
-            missed = sorted(n for n in changed if n not in selected and n not in caught and not everything)
-            inconsistent = sorted(n for n in changed if n in sel["tests"] and sel["tests"][n][0] != full["tests"][n][0])
-            desel = [n for n in full["tests"] if n not in selected] if not everything else []
+            caught = changed if aborted else {n for n in vanished if n.split("::")[0] in full["broken"]}
+            new = {n for n in full["tests"] if n not in base["tests"]}
+            missed = sorted(n for n in changed - caught if not everything and n not in selected
+                            and n.split("::")[0] not in res["new_files"] and n not in new)
+            missed += sorted(n for n in new if not everything and n.split("::")[0] not in res["files"])
+            desel = [n for n in full["tests"] if n not in selected and n.split("::")[0] not in res["new_files"]] \
+                if not everything else []
             saved_t = sum(base["tests"].get(n, (None, 0.0))[1] for n in desel)
             row = {"mutation": m.name, "path": m.path, "selected": n_all if everything else len(selected),
-                   "ran_selected": bool(selected and not everything),
                    "deselected": len(desel), "outcome_changed": len(changed), "missed": missed,
-                   "inconsistent": inconsistent, "plan_mismatch": plan_mismatch, "saved_test_s": round(saved_t, 2),
-                   "everything": everything, "expect": check_expect(m, selected, everything),
-                   "reasons": sorted(set(selected.values()))[:5], "wall_s": round(time.monotonic() - t1, 1),
-                   "selection_s": selection.get("seconds")}
+                   "saved_test_s": round(saved_t, 2), "everything": everything, "aborted": aborted,
+                   "expect": check_expect(m, selected, everything), "reasons": sorted(set(selected.values()))[:5],
+                   "wall_s": round(time.monotonic() - t1, 1), "selection_s": round(sel_s, 3)}
             rows.append(row)
             print(f"{m.name:48s} selected {row['selected']:4d}  deselected {row['deselected']:4d}  "
-                  f"changed {len(changed):3d}  missed {len(missed)}  saved {saved_t:6.1f}s  "
+                  f"changed {len(changed):3d}  missed {len(missed)}  saved {saved_t:6.1f}s  sel {sel_s:.2f}s "
                   f"{'ALL' if everything else ''} {row['expect']}", flush=True)
     finally:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

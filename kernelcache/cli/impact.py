@@ -26,9 +26,11 @@ def add_parsers(sub) -> None:
 def cmd_affected(args: argparse.Namespace) -> int:
     from ..impact.api import affected
     from ..settings import kc_environ
+    from .common import settings_of
 
     map_path = args.map or kc_environ().get("KERNELCACHE_IMPACT_MAP") or None
-    out = affected(Path(args.root), args.since, map_path)
+    out = affected(Path(args.root), args.since, map_path,
+                   graph_cache=Path(settings_of(args).cache_dir) / "impact" / "import-facts.json")
     if args.json:
         print(json.dumps(out, indent=1))
         return 0

@@ -1,19 +1,23 @@
 """One call from "REF and a map path" to a ready :class:`~.select.Selector` (plugin, CLI, CI).
 
-Why the map is checked against the repository here: a map recorded at a commit this clone does
-not have cannot be trusted (its dependencies may predate the base), and the changes between
-the map's commit and now are added to the change set, so dependencies that moved in between
-are still covered.
+Why the map is checked against the repository here: a record made at a commit this clone does
+not have cannot be trusted (its dependencies may predate the base), and each record's commit is
+diffed against the working tree (plus the files that were uncommitted when it was made), so
+dependencies that moved in between are still covered, record by record. The plugin, ``kernelcache
+affected`` and ``ci/affected-tests`` all come through :func:`make_rules` and :func:`prepare`: one
+rule set, one ignore list, one answer.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from . import changes as changes_mod
 from .changes import Change, ChangeSet
-from .graph import ImportGraph
+from .graph import ImportGraph, pyproject
 from .impact_map import ImpactMap, load
 from .select import Rules, Selector
 
@@ -27,19 +31,54 @@ class Prepared:
     seconds: float
 
 
+def make_rules(root: Path | None, map_path: Path | str | None = None, report: Path | str | None = None,
+               everything: Sequence[str] = (), inert: Sequence[str] = ()) -> Rules:
+    """The rules every entry point uses: built-in patterns plus the project's extras, and the
+    run's own outputs (the map, the JSON report) ignored as changes."""
+    from .select import EVERYTHING, INERT
+
+    ignore = tuple(p for p in (_rel(map_path, root), _rel(report, root)) if p)
+    return Rules(everything=EVERYTHING + tuple(everything), inert=INERT + tuple(inert), ignore=ignore)
+
+
+def project_rules(root: Path | None, map_path: Path | str | None = None, report: Path | str | None = None) -> Rules:
+    """:func:`make_rules` with the extras of ``[tool.pytest.ini_options]`` (the CLI and CI,
+    which have no pytest config, read the same lists the plugin reads)."""
+    ini = _ini(root) if root is not None else {}
+
+    def lines(key: str) -> list[str]:
+        v = ini.get(key, [])
+        return [v] if isinstance(v, str) else [str(x) for x in v]
+    return make_rules(root, map_path, report, lines("kernelcache_impact_everything"), lines("kernelcache_impact_inert"))
+
+
+def _rel(path: Path | str | None, root: Path | None) -> str | None:
+    if not path or root is None:
+        return None
+    try:
+        return Path(os.path.abspath(path)).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return None
+
+
 def load_checked(root: Path | None, map_path: Path | str | None, rootdir_rel: str | None = None
                  ) -> tuple[ImpactMap | None, str]:
-    """The map, or None and why it cannot be used (missing, corrupt, old, foreign commit/rootdir)."""
+    """The map, or None and why it cannot be used (missing, corrupt, old, a record without a
+    commit or made at a commit this clone lacks, another rootdir)."""
     if not map_path:
         return None, "no impact map given (--kc-impact-map / kernelcache_impact_map)"
     m, problem = load(map_path)
     if m is None:
         return None, problem
-    if root is not None and m.commit and not changes_mod.has_commit(root, m.commit):
-        return None, (f"impact map {map_path} was recorded at commit {m.commit[:12]}, which this clone "
-                      "does not have (a stale map, or a shallow clone)")
-    if not m.commit:
-        return None, f"impact map {map_path} records no commit (recorded outside a git repository)"
+    commits = m.record_commits() | {m.commit}
+    if "" in commits:
+        return None, (f"impact map {map_path} has records without a commit (recorded outside a git "
+                      "repository): they cannot be diffed")
+    if root is not None:
+        for c in sorted(commits):
+            if not changes_mod.has_commit(root, c):
+                return None, (f"impact map {map_path} has records made at commit {c[:12]}, which this clone "
+                              "does not have (a stale map, or a shallow clone)")
     if rootdir_rel is not None and m.rootdir != rootdir_rel:
         return None, (f"impact map {map_path} was recorded with pytest rootdir {m.rootdir or '.'!r}, "
                       f"this run's is {rootdir_rel or '.'!r}")
@@ -51,32 +90,40 @@ def changes_from_wire(data: dict) -> ChangeSet:
                    data.get("base", ""), data.get("head", ""), error=data.get("error"))
     for c in data.get("changes") or []:
         cs.changes[c["path"]] = Change(c["path"], c["kind"], c.get("note", ""))
+    for rev, chs in (data.get("since_commit") or {}).items():
+        cs.since_commit[rev] = {c["path"]: Change(c["path"], c["kind"], c.get("note", "")) for c in chs}
     return cs
 
 
 def changes_to_wire(cs: ChangeSet) -> dict:
     return {"root": str(cs.root) if cs.root else "", "since": cs.since, "base": cs.base, "head": cs.head,
-            "error": cs.error, "changes": [vars(c) for c in cs.changes.values()]}
+            "error": cs.error, "changes": [vars(c) for c in cs.changes.values()],
+            "since_commit": {rev: [vars(c) for c in chs.values()] for rev, chs in cs.since_commit.items()}}
 
 
 def compute_changes(start: Path | str, since: str, map_path: Path | str | None,
                     rootdir_rel: str | None = None) -> tuple[ChangeSet, ImpactMap | None, str]:
-    """Changed files since ``since`` (plus since the map's commit, and its dirty files) and the map."""
+    """Changed files since ``since`` (plus, per record commit, since that commit and the files
+    uncommitted when records were made there) and the map."""
     try:
         root: Path | None = changes_mod.repo_root(start)
     except changes_mod.GitError:
         root = None
     imap, problem = load_checked(root, map_path, rootdir_rel)
-    cs = changes_mod.changed_files(start, since, also_since=imap.commit if imap else "")
+    cs = changes_mod.changed_files(start, since, also_since=imap.record_commits() if imap else ())
     if imap is not None and cs.known:
-        for p in imap.dirty:
-            cs.add(Change(p, changes_mod.MODIFIED, "uncommitted when the impact map was recorded"))
+        for rev, paths in imap.dirty.items():
+            chs = cs.since_commit.setdefault(rev, {})
+            for p in paths:
+                chs.setdefault(p, Change(p, changes_mod.MODIFIED, f"uncommitted when recorded at {rev[:12]}"))
     return cs, imap, problem
 
 
 def prepare(start: Path | str, since: str, map_path: Path | str | None, rules: Rules | None = None,
-            rootdir_rel: str | None = None, wire: dict | None = None) -> Prepared:
-    """Everything selection needs; ``wire``: a change set computed by another process (xdist)."""
+            rootdir_rel: str | None = None, wire: dict | None = None, graph_cache: Path | str | None = None
+            ) -> Prepared:
+    """Everything selection needs; ``wire``: a change set computed by another process (xdist);
+    ``graph_cache``: where parsed imports are kept per blob id (None: parse every file)."""
     t0 = time.perf_counter()
     if wire is not None:
         cs = changes_from_wire(wire)
@@ -87,22 +134,20 @@ def prepare(start: Path | str, since: str, map_path: Path | str | None, rules: R
         root = cs.root
     graph = None
     if root is not None and cs.known:
-        graph = ImportGraph(root, changes_mod.repo_files(root, "*.py"))
+        graph = ImportGraph(root, changes_mod.repo_files(root, "*.py"), cache=graph_cache)
     sel = Selector(cs, imap, problem, graph, rules)
     return Prepared(sel, cs, imap, problem, time.perf_counter() - t0)
 
 
+def _ini(root: Path) -> dict:
+    """``[tool.pytest.ini_options]`` of ``root/pyproject.toml`` ({} when absent)."""
+    ini = pyproject(root).get("tool", {}).get("pytest", {}).get("ini_options", {})
+    return ini if isinstance(ini, dict) else {}
+
+
 def testpaths(root: Path) -> list[str]:
     """``[tool.pytest.ini_options] testpaths`` of ``root/pyproject.toml`` ([] when absent)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        return []
-    try:
-        data = tomllib.loads((Path(root) / "pyproject.toml").read_text())
-    except (OSError, ValueError):
-        return []
-    tp = data.get("tool", {}).get("pytest", {}).get("ini_options", {}).get("testpaths", [])
+    tp = _ini(root).get("testpaths", [])
     return [tp] if isinstance(tp, str) else [str(t) for t in tp]
 
 
@@ -116,13 +161,20 @@ def test_files(root: Path, rules: Rules | None = None) -> list[str]:
             if matches(p, pats) and (not roots or any(p.startswith(r) for r in roots))]
 
 
-def affected(start: Path | str, since: str, map_path: Path | str | None, rules: Rules | None = None) -> dict:
+def affected(start: Path | str, since: str, map_path: Path | str | None, rules: Rules | None = None,
+             graph_cache: Path | str | None = None) -> dict:
     """File-level view without collecting (CLI, CI): the map's tests with decisions, plus test
-    files the map has never seen (run whole). Test ids are the map's (pytest rootdir-relative)."""
+    files the map has never seen (run whole). Test ids are the map's (pytest rootdir-relative).
+    ``rules`` default: :func:`project_rules` (the map file itself ignored, the ini extras read)."""
     from .select import TestInfo
 
     t0 = time.perf_counter()
-    p = prepare(start, since, map_path, rules)
+    if rules is None:
+        try:
+            rules = project_rules(changes_mod.repo_root(start), map_path)
+        except changes_mod.GitError:
+            rules = make_rules(None)
+    p = prepare(start, since, map_path, rules, graph_cache=graph_cache)
     sel_map = p.map
     tests = [TestInfo(n, t.file) for n, t in sel_map.tests.items()] if sel_map else []
     root = p.changes.root

@@ -7,9 +7,11 @@ break) and the new one appears (it may shadow a header or be a new test file). E
 """
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 GIT_TIMEOUT_S = 60.0
 
@@ -40,8 +42,10 @@ class ChangeSet:
     since: str
     base: str = ""  # merge-base commit of REF and HEAD
     head: str = ""
-    changes: dict[str, Change] = field(default_factory=dict)
+    changes: dict[str, Change] = field(default_factory=dict)  # since the merge base, uncommitted, untracked
     error: str | None = None
+    # commit -> what changed between it and the working tree (impact-map records made there)
+    since_commit: dict[str, dict[str, Change]] = field(default_factory=dict)
 
     @property
     def known(self) -> bool:
@@ -54,6 +58,17 @@ class ChangeSet:
 
     def paths(self) -> set[str]:
         return set(self.changes)
+
+    def union(self, commits: "set[str] | None" = None) -> dict[str, Change]:
+        """The changes against the base plus those since each of ``commits`` (None: all)."""
+        out = dict(self.changes)
+        for c, chs in self.since_commit.items():
+            if commits is None or c in commits:
+                for p, ch in chs.items():
+                    cur = out.get(p)
+                    if cur is None or (cur.kind == MODIFIED and ch.kind != MODIFIED):
+                        out[p] = ch
+        return out
 
 
 def git(root: Path | str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -112,10 +127,11 @@ def _join(a: str, b: str) -> str:
     return f"{a}, {b}" if b else a
 
 
-def changed_files(start: Path | str, since: str, also_since: str = "") -> ChangeSet:
+def changed_files(start: Path | str, since: str, also_since: Iterable[str] = ()) -> ChangeSet:
     """Files changed between ``since`` (through its merge base with HEAD) and the working tree,
-    untracked files included; ``also_since``: a second base (the commit an impact map was
-    recorded at) whose differences are added too. Never raises for git problems."""
+    untracked files included; ``also_since``: more bases (the commits impact-map records were
+    made at), each diffed against the working tree into ``since_commit``. Never raises for git
+    problems."""
     cs = ChangeSet(None, since)
     try:
         cs.root = repo_root(start)
@@ -144,10 +160,13 @@ def changed_files(start: Path | str, since: str, also_since: str = "") -> Change
         for p in untracked.split("\0"):
             if p:
                 cs.add(Change(p, ADDED, "untracked"))
-        if also_since and also_since != cs.base:
-            for c in parse_name_status(git(root, "diff", "--name-status", "-z", "-M", also_since).stdout,
-                                       f"changed since the impact map was recorded at {also_since[:12]}"):
-                cs.add(c)
+        for rev in sorted(set(also_since)):
+            chs: dict[str, Change] = {}
+            if rev and rev != cs.base:
+                out = git(root, "diff", "--name-status", "-z", "-M", rev).stdout
+                for c in parse_name_status(out, f"changed since {rev[:12]}, when the impact map recorded it"):
+                    chs[c.path] = c
+            cs.since_commit[rev] = chs
     except GitError as e:
         cs.error = str(e)
     return cs
@@ -159,5 +178,5 @@ def repo_files(root: Path | str, pattern: str = "") -> list[str]:
     if pattern:
         args += ["--", pattern]
     out = git(root, *args).stdout
-    root = Path(root)
-    return sorted({p for p in out.split("\0") if p and (root / p).exists()})
+    base = str(root)
+    return sorted({p for p in out.split("\0") if p and os.path.exists(os.path.join(base, p))})

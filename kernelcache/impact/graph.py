@@ -1,69 +1,25 @@
 """The static Python import graph of a repository, and import closures of test files.
 
-Why a scanner of our own rather than grimp or coverage: grimp models importable packages
+Why a graph of our own rather than grimp or coverage: grimp models importable packages
 only, while pytest imports test files from directories without ``__init__.py`` (its
 "prepend" rule: a file's first ancestor without ``__init__.py`` goes on ``sys.path``), and it
 does not see this project's lazy public API (``importlib.import_module`` over string tables).
 Coverage sees only the lines a run executed, so a GPU test skipped on a CPU runner would look
-independent of the code it tests. This scanner reads every ``import``/``from`` it finds in a
-file's text — inside functions, and inside strings too (code a test runs in a subprocess) —
-and, in a file that calls ``importlib.import_module``/``__import__``, every string literal that
-names a module of the repository. It over-approximates on purpose: an extra edge costs a test
-run, a missing one a missed failure. Reading ~130 files takes milliseconds (no AST).
+independent of the code it tests. Each file's imports come from its syntax tree
+(:mod:`.graph_scan`, cached per git blob id); here they are resolved against the repository's
+files. It over-approximates on purpose: an extra edge costs a test run, a missing one a missed
+failure.
 """
 from __future__ import annotations
 
+import functools
 import os
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-_FROM = re.compile(r"\bfrom[ \t]+(\.*[A-Za-z_][\w.]*|\.+)[ \t]+import[ \t]+(\([^)]*\)|[^\n;'\"#]*)")
-_IMPORT = re.compile(r"\bimport[ \t]+([A-Za-z_][\w.]*(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*"
-                     r"(?:[ \t]+as[ \t]+\w+)?)*)")
-_STRING = re.compile(r"""['"]([A-Za-z_][\w.]*)['"]""")
-_DYNAMIC = ("import_module", "__import__(")
-# `python -m mod` in a string or an argv list: the test runs that module in a subprocess
-_RUN_MODULE = re.compile(r"""["']-m["']\s*,\s*["']([A-Za-z_][\w.]*)["']|(?<![\w-])-m[ \t]+([A-Za-z_][\w.]*)""")
-_TYPE_CHECKING = re.compile(r"^([ \t]*)if[ \t]+(?:typing\.)?TYPE_CHECKING\b.*:", re.M)
-
-
-def _import_chunks(text: str) -> list[tuple[int, str]]:
-    """(offset, text) of every line containing "import", with its parenthesised continuation."""
-    out = []
-    n = len(text)
-    i = text.find("import")
-    while i >= 0:
-        start = text.rfind("\n", 0, i) + 1
-        end = text.find("\n", i)
-        end = n if end < 0 else end
-        line = text[start:end]
-        if line.count("(") > line.count(")"):
-            close = text.find(")", end)
-            end = n if close < 0 else close + 1
-        out.append((start, text[start:end]))
-        i = text.find("import", end)
-    return out
-
-
-def _guarded_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of ``if TYPE_CHECKING:`` blocks (imports there never run)."""
-    spans = []
-    for m in _TYPE_CHECKING.finditer(text):
-        indent = len(m.group(1).expandtabs())
-        pos = text.find("\n", m.end())
-        end = len(text) if pos < 0 else pos
-        while pos >= 0:
-            nxt = text.find("\n", pos + 1)
-            line = text[pos + 1: len(text) if nxt < 0 else nxt]
-            if line.strip() and len(line) - len(line.lstrip()) <= indent:
-                break
-            end = len(text) if nxt < 0 else nxt
-            pos = nxt
-        spans.append((m.start(), end))
-    return spans
+from .graph_scan import Facts, ScanCache, blob_id
 
 
 @dataclass
@@ -105,7 +61,7 @@ def _base_and_name(path: str, init_dirs: set[str]) -> tuple[str, str]:
 class ImportGraph:
     """Import edges between the Python files of a repository (paths repository-relative)."""
 
-    def __init__(self, root: Path | str, py_files: Iterable[str]):
+    def __init__(self, root: Path | str, py_files: Iterable[str], cache: Path | str | None = None):
         self.root = Path(root)
         self.scripts = _console_scripts(self.root)  # `kernelcache` -> kernelcache.cli
         files = sorted(p for p in py_files if p.endswith(".py"))
@@ -120,54 +76,43 @@ class ImportGraph:
             self.nodes[p] = Node(p, name)
             self.base[p] = base
             self.by_name.setdefault(name, []).append(p)
+        scans = ScanCache(cache)
+        used: set[str] = set()
         for node in self.nodes.values():
-            self._scan(node)
+            try:
+                data = (self.root / node.path).read_bytes()
+            except OSError:
+                continue
+            used.add(blob_id(data))
+            self._resolve(node, scans.facts(data))
+        scans.save(keep=used)
 
-    # -- scanning --------------------------------------------------------------------------------
-    def _scan(self, node: Node) -> None:
-        try:
-            text = (self.root / node.path).read_text(errors="replace")
-        except OSError:
-            return
+    # -- resolving -------------------------------------------------------------------------------
+    def _resolve(self, node: Node, f: Facts) -> None:
         pkg = node.name if node.path.endswith("__init__.py") else node.name.rpartition(".")[0]
-        spans = _guarded_spans(text) if "TYPE_CHECKING" in text else []
-
-        def guarded(pos: int) -> bool:
-            return any(a <= pos < b for a, b in spans)
-
-        def scan_from(m: re.Match, off: int) -> str:
-            mod, names = m.group(1), m.group(2)
-            absolute = self._absolute(mod, pkg)
-            if absolute is not None:
-                g = guarded(off + m.start())
-                self._edge(node, absolute, g)
-                for n in names.strip("()").replace("\n", " ").split(","):
-                    n = n.strip().split(" ")[0].strip()
-                    if n and n != "*":
-                        sub = f"{absolute}.{n}" if absolute else n
-                        if sub in self.by_name:
-                            self._edge(node, sub, g)
-            return " " * len(m.group(0))
-
-        for off, chunk in _import_chunks(text):  # the regexes only see lines that say "import"
-            rest = _FROM.sub(lambda m: scan_from(m, off), chunk)
-            for m in _IMPORT.finditer(rest):
-                for item in m.group(1).split(","):
-                    name = item.strip().split()[0] if item.strip() else ""
-                    if name:
-                        self._edge(node, name, guarded(off + m.start()))
-        runs = '"-m"' in text or "'-m'" in text or " -m " in text
-        for m in _RUN_MODULE.finditer(text) if runs else ():
-            mod = m.group(1) or m.group(2)
+        for level, mod, names, guarded in f.imports:
+            absolute = self._absolute("." * level + mod, pkg)
+            if absolute is None:
+                continue
+            if absolute:
+                self._edge(node, absolute, guarded)
+            for n in names:
+                sub = f"{absolute}.{n}" if absolute else n
+                if n != "*" and sub in self.by_name:
+                    self._edge(node, sub, guarded)
+        for mod in f.runs:
             self._edge(node, mod)
             if f"{mod}.__main__" in self.by_name:
                 self._edge(node, f"{mod}.__main__")
+        for lit in f.literals:  # import_module("x") / ("..x", __name__): runs when called (lazy)
+            absolute = self._absolute(lit, pkg) if lit.startswith(".") else lit
+            if absolute:
+                self._edge(node, absolute, guarded=True)
         for script, mod in self.scripts.items():
-            if f'"{script}"' in text or f"'{script}'" in text:
+            if script in f.names:
                 self._edge(node, mod, guarded=True)
-        if any(d in text for d in _DYNAMIC):
-            for m in _STRING.finditer(text):
-                s = m.group(1)
+        if f.computed:  # a computed module name: every string naming a module of the repository
+            for s in f.names:
                 for cand in (s, f"{pkg}.{s}" if pkg else s):
                     if cand in self.by_name:
                         for p in self._pick(cand, node.path):
@@ -250,15 +195,31 @@ class ImportGraph:
         return [p for p in self.nodes if p.startswith(prefix)]
 
 
+def pyproject(root: Path | str) -> dict:
+    """``root/pyproject.toml`` parsed ({} when absent or unreadable), once per file version."""
+    p = os.path.join(str(root), "pyproject.toml")
+    try:
+        st = os.stat(p)
+    except OSError:
+        return {}
+    return _parsed(p, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict:
+    try:
+        import tomllib
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except (ImportError, OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _console_scripts(root: Path) -> dict[str, str]:
     """``[project.scripts]`` of ``root/pyproject.toml``: a test that runs ``kernelcache ...``
     in a subprocess depends on ``kernelcache.cli``."""
-    try:
-        import tomllib
-        data = tomllib.loads((root / "pyproject.toml").read_text())
-    except (ImportError, OSError, ValueError):
-        return {}
-    scripts = data.get("project", {}).get("scripts", {})
+    scripts = pyproject(root).get("project", {}).get("scripts", {})
     return {str(k): str(v).partition(":")[0].strip() for k, v in scripts.items() if isinstance(v, str)}
 
 

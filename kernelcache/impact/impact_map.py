@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-FORMAT = 1
+FORMAT = 2  # 2: per-record commits (provenance), dirty files per commit
 KIND = "kernelcache-impact-map"
 
 
@@ -26,11 +26,12 @@ class KernelRecord:
     """What one kernel was built from, as far as the repository is concerned.
 
     ``root``: the spec's root relative to the repository ("" = the repository root itself);
-    None when it lies outside the repository (then no repository file is an input). ``inputs``:
-    sources and every header the compiler read under the root (from the manifest's ``deps``);
-    ``absent``: include probes under the root that must stay absent (a new file there shadows a
-    header); ``modules``: Python files that define the spec and load it. ``complete`` is False
-    when no manifest was available: then every file under ``root`` counts as an input.
+    None when it lies outside the repository. ``inputs``: sources and every header the compiler
+    read that lies in the repository, under the root or not (from the manifest's ``deps``);
+    ``absent``: include probes in the repository that must stay absent (a new file there
+    shadows a header); ``modules``: Python files that define the spec and load it. ``complete``
+    is False when no manifest was available: then every file under ``root`` counts as an input.
+    ``commit``: HEAD when this record was made (its inputs are diffed against that commit).
     """
 
     name: str
@@ -40,6 +41,7 @@ class KernelRecord:
     modules: list[str] = field(default_factory=list)
     complete: bool = False
     entry_id: str = ""
+    commit: str = ""
 
 
 @dataclass
@@ -51,22 +53,31 @@ class TestRecord:
     outcome: str | None = None
     duration: float = 0.0
     early_skip: bool = False  # skipped before it could load anything (mapped by markers/imports)
+    skipped: bool = False  # skipped at any point (it may load more where it runs to the end)
+    commit: str = ""  # HEAD when recorded
 
 
 @dataclass
 class FileRecord:
     """What the tests of one file did beyond their imports (shared by the file's tests: a
-    Python-level memo hides a second load, a subprocess hides a read)."""
+    Python-level memo hides a second load, a subprocess hides a read), collection and import
+    of the file included. ``commits``: every commit whose records were united into this one."""
 
     reads: list[str] = field(default_factory=list)  # repository files opened while they ran
     dirs: list[str] = field(default_factory=list)  # repository directories listed
     loaded: list[str] = field(default_factory=list)  # kernels loaded while they ran
+    commits: list[str] = field(default_factory=list)
+
+    def united(self, other: "FileRecord") -> "FileRecord":
+        return FileRecord(sorted(set(self.reads) | set(other.reads)), sorted(set(self.dirs) | set(other.dirs)),
+                          sorted(set(self.loaded) | set(other.loaded)),
+                          sorted(set(self.commits) | set(other.commits)))
 
 
 @dataclass
 class ImpactMap:
-    commit: str = ""  # HEAD when recorded
-    dirty: list[str] = field(default_factory=list)  # uncommitted paths when recorded
+    commit: str = ""  # HEAD at the last write (each record carries its own commit)
+    dirty: dict[str, list[str]] = field(default_factory=dict)  # commit -> paths uncommitted when recorded there
     rootdir: str = ""  # pytest's rootdir relative to the repository
     created: str = ""
     tests: dict[str, TestRecord] = field(default_factory=dict)
@@ -76,7 +87,8 @@ class ImpactMap:
 
     # -- (de)serialisation -----------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {"kind": KIND, "format": self.format, "commit": self.commit, "dirty": sorted(self.dirty),
+        return {"kind": KIND, "format": self.format, "commit": self.commit,
+                "dirty": {c: sorted(ps) for c, ps in sorted(self.dirty.items())},
                 "rootdir": self.rootdir, "created": self.created,
                 "kernels": {n: asdict(k) for n, k in sorted(self.kernels.items())},
                 "files": {f: asdict(r) for f, r in sorted(self.files.items())},
@@ -91,8 +103,9 @@ class ImpactMap:
         if fmt != FORMAT:
             raise ValueError(f"impact map format {fmt!r}, this kernelcache reads format {FORMAT} (an old map)")
         try:
-            m = cls(commit=str(data.get("commit") or ""), dirty=[str(p) for p in data.get("dirty") or []],
-                    rootdir=str(data.get("rootdir") or ""), created=str(data.get("created") or ""))
+            m = cls(commit=str(data.get("commit") or ""), rootdir=str(data.get("rootdir") or ""),
+                    created=str(data.get("created") or ""))
+            m.dirty = {str(c): [str(p) for p in ps] for c, ps in _dict(data, "dirty").items()}
             m.kernels = {str(n): KernelRecord(**_fields(KernelRecord, v)) for n, v in _dict(data, "kernels").items()}
             m.files = {str(f): FileRecord(**_fields(FileRecord, v)) for f, v in _dict(data, "files").items()}
             m.tests = {str(n): TestRecord(**_fields(TestRecord, v)) for n, v in _dict(data, "tests").items()}
@@ -103,18 +116,25 @@ class ImpactMap:
                 raise ValueError(f"malformed impact map: test {t.nodeid!r}")
         return m
 
+    def record_commits(self) -> set[str]:
+        """Every commit some record was made at ("" = a record without one: untrustworthy)."""
+        out = {t.commit for t in self.tests.values()} | {k.commit for k in self.kernels.values()}
+        for f in self.files.values():
+            out |= set(f.commits) if f.commits else {""}
+        return out
+
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=0, sort_keys=False)
 
     # -- merging -----------------------------------------------------------------------------------
     def merged_into(self, older: "ImpactMap | None", existing: set[str] | None = None) -> "ImpactMap":
         """This session's records over an older map's: tests that ran now replace theirs, file
-        records are united (a file whose tests ran only in part keeps what the others read); the
-        rest is kept unless its file no longer exists (``existing``: repository-relative files
-        that exist now, None = keep all)."""
+        records are united (keeping every commit they came from), the rest is kept with its own
+        commit unless its file no longer exists (``existing``: repository-relative files that
+        exist now, None = keep all). A partial run never makes an older record look newer."""
         if older is None:
             return self
-        out = ImpactMap(commit=self.commit, dirty=self.dirty, rootdir=self.rootdir, created=self.created)
+        out = ImpactMap(commit=self.commit, rootdir=self.rootdir, created=self.created)
 
         def keep(path: str) -> bool:
             return existing is None or path in existing
@@ -124,13 +144,14 @@ class ImpactMap:
         out.files = {f: r for f, r in older.files.items() if keep(f)}
         for f, r in self.files.items():  # a file whose tests ran only in part keeps the others' records
             old = out.files.get(f)
-            out.files[f] = r if old is None else FileRecord(sorted(set(old.reads) | set(r.reads)),
-                                                            sorted(set(old.dirs) | set(r.dirs)),
-                                                            sorted(set(old.loaded) | set(r.loaded)))
+            out.files[f] = r if old is None else old.united(r)
         out.kernels = dict(older.kernels)
         for n, k in self.kernels.items():
             if k.complete or n not in out.kernels or not out.kernels[n].complete:
                 out.kernels[n] = k
+        used = out.record_commits()
+        out.dirty = {c: sorted(set(older.dirty.get(c, [])) | set(self.dirty.get(c, [])))
+                     for c in used if older.dirty.get(c) or self.dirty.get(c)}
         return out
 
 

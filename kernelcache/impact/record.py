@@ -123,6 +123,22 @@ class RepoPaths:
             return real[len(self.root) + 1:].replace(os.sep, "/")
         return None
 
+    def in_repository(self, p: str) -> str | None:
+        """The repository path of an absolute path a manifest recorded: inside this checkout, or
+        (a manifest made in another checkout of this repository, whose absolute paths point
+        there) the longest trailing part that names a file here — more inputs, never fewer."""
+        if not os.path.isabs(p):
+            return None
+        r = self.rel(p)
+        if r is not None:
+            return r or None
+        parts = os.path.normpath(p).replace(os.sep, "/").split("/")
+        for i in range(1, len(parts)):
+            tail = "/".join(parts[i:])
+            if tail in self.files:
+                return tail
+        return None
+
     def files_of(self, paths: Iterable[str]) -> set[str]:
         out = set()
         for p in paths:
@@ -167,25 +183,28 @@ def find_manifest(name: str, entry_id: str, cache_dir: Path, prebuilt: Iterable[
 
 def kernel_record(name: str, repo: RepoPaths, root: Path | None, sources: Iterable[str],
                   manifest: Manifest | None, modules: Iterable[str]) -> KernelRecord:
-    """A kernel's repository inputs: ``${ROOT}``-anchored sources, deps and absent probes of its
-    manifest (or, without one, its sources and every file under its root)."""
+    """A kernel's repository inputs: its sources, and the deps and absent probes of its manifest
+    that lie in the repository — ``${ROOT}``-anchored or absolute (a header outside the root,
+    reached through ``-I../common``), as repository paths (or, without a manifest, its
+    sources and every file under its root)."""
     root_rel = repo.rel(str(root)) if root is not None else None
     rec = KernelRecord(name=name, root=root_rel, modules=sorted(set(modules)))
-    if root_rel is None:
-        rec.complete = manifest is not None
-        return rec
     prefix = f"{root_rel}/" if root_rel else ""
 
-    def anchored(p: str) -> str | None:
-        if p == ROOT or not p.startswith(ROOT + "/"):
-            return None
-        return prefix + p[len(ROOT) + 1:]
+    def in_repo(p: str) -> str | None:
+        if p == ROOT or p.startswith(ROOT + "/"):
+            if root_rel is None:
+                return None
+            return prefix + p[len(ROOT) + 1:]
+        if p.startswith("${"):
+            return None  # ${TVM_FFI}, ${SITE}: the environment, not the repository
+        return repo.in_repository(p)
 
-    inputs = [prefix + s.replace(os.sep, "/") for s in sources]
+    inputs = [prefix + s.replace(os.sep, "/") for s in sources] if root_rel is not None else []
     if manifest is not None:
-        inputs += [prefix + s for s in manifest.source_hashes]
-        inputs += [a for a in (anchored(str(d.get("path", ""))) for d in manifest.deps) if a]
-        rec.absent = sorted({a for a in (anchored(str(p)) for p in manifest.absent) if a})
+        inputs += [prefix + s for s in manifest.source_hashes] if root_rel is not None else []
+        inputs += [a for a in (in_repo(str(d.get("path", ""))) for d in manifest.deps) if a]
+        rec.absent = sorted({a for a in (in_repo(str(p)) for p in manifest.absent) if a})
         rec.complete = True
         rec.entry_id = manifest.entry_id
     rec.inputs = sorted(set(inputs))

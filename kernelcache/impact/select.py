@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from .changes import ADDED, DELETED, Change, ChangeSet
 from .graph import Closure, ImportGraph, conftests_for
-from .impact_map import ImpactMap, KernelRecord
+from .impact_map import FileRecord, ImpactMap, KernelRecord, TestRecord
 
 # A pattern without "/" matches a file name anywhere; with "/" the repository path ("*" spans "/").
 EVERYTHING = ("conftest.py", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini",
@@ -71,12 +71,19 @@ class Rules:
 
 def plugin_files(graph: ImportGraph, root: Path) -> dict[str, str]:
     """The pytest plugin and this package, with everything they import (statically, outside
-    TYPE_CHECKING): a change there can change every test. Path -> import chain."""
+    TYPE_CHECKING): a change there can change every test. Path -> import chain. Both the
+    package that runs this code, when it lies in the repository, and a ``kernelcache`` package
+    the repository holds (its tests run that one, whichever selects)."""
+    pkgs = {p[: -len("/pytest_plugin/__init__.py")] for p in graph.nodes
+            if p == "kernelcache/pytest_plugin/__init__.py" or p.endswith("/kernelcache/pytest_plugin/__init__.py")}
     try:
-        pkg = PACKAGE_DIR.relative_to(Path(root).resolve()).as_posix()
+        pkgs.add(PACKAGE_DIR.relative_to(Path(root).resolve()).as_posix())
     except ValueError:
-        return {}  # kernelcache is installed outside this repository
-    starts = graph.package_files(f"{pkg}/pytest_plugin") + graph.package_files(f"{pkg}/impact")
+        pass  # kernelcache is installed outside this repository
+    if not pkgs:
+        return {}
+    starts = [f for pkg in sorted(pkgs) for f in graph.package_files(f"{pkg}/pytest_plugin")
+              + graph.package_files(f"{pkg}/impact")]
     c = graph.closure(starts, dynamic=False)
     return {p: c.chain(p) for p in c.files}
 
@@ -91,10 +98,23 @@ class Selector:
         self.map_problem = map_problem
         self.graph = graph
         self.rules = rules or Rules()
-        self.changed: dict[str, Change] = {p: c for p, c in changes.changes.items()
-                                           if not matches(p, self.rules.ignore)}
+        self.changed = self._ignoring(changes.union())  # every change any record can see
+        self._by_commits: dict[frozenset[str], dict[str, Change]] = {}
         self._closures: dict[tuple[str, ...], Closure] = {}
+        self._read_by_compiler = {p for k in (imap.kernels.values() if imap else ()) for p in k.inputs}
         self.everything = self._global_reason()
+
+    def _ignoring(self, chs: dict[str, Change]) -> dict[str, Change]:
+        return {p: c for p, c in chs.items() if not matches(p, self.rules.ignore)}
+
+    def changes_for(self, commits: set[str]) -> dict[str, Change]:
+        """The changes records made at ``commits`` must be checked against: since the base, and
+        since each of those commits (with the files uncommitted when recorded there)."""
+        key = frozenset(commits)
+        got = self._by_commits.get(key)
+        if got is None:
+            got = self._by_commits[key] = self._ignoring(self.cs.union(set(commits)))
+        return got
 
     # -- global ----------------------------------------------------------------------------------
     def _global_reason(self) -> str | None:
@@ -144,6 +164,16 @@ class Selector:
                 sel.deselected.append(t.nodeid)
         return sel
 
+    def _kernels_of(self, t: TestInfo, rec: TestRecord, frec: FileRecord | None) -> list[str]:
+        """What ``t`` uses: its markers, what it and its file's tests loaded; a test that never
+        loaded anything, or skipped (it may load more where it runs on), also every kernel whose
+        spec module its file imports itself."""
+        loaded = [*rec.kernels, *(frec.loaded if frec else ())]
+        names = [*t.kernels, *loaded]
+        if not loaded or rec.early_skip or rec.skipped:
+            names += self._kernels_imported(t.file)
+        return list(dict.fromkeys(names))
+
     def reason(self, t: TestInfo) -> str | None:
         """Why ``t`` must run, or None when no change can affect it."""
         assert self.map is not None
@@ -153,21 +183,23 @@ class Selector:
         rec = self.map.tests.get(t.nodeid)
         if rec is None:
             return "not in the impact map (a new test, or one never recorded)"
-        why = self._imports(t.file)
+        frec = self.map.files.get(rec.file)
+        kernels = self._kernels_of(t, rec, frec)
+        commits = {rec.commit, *(frec.commits if frec else ())}
+        commits |= {k.commit for n in kernels if (k := self.map.kernels.get(n)) is not None}
+        changed = self.changes_for(commits)
+        why = self._imports(t.file, changed)
         if why:
             return why
-        frec = self.map.files.get(rec.file)
-        kernels = list(dict.fromkeys([*t.kernels, *rec.kernels, *(frec.loaded if frec else ()),
-                                      *self._kernels_imported(t.file)]))
         for k in kernels:
-            why = self._kernel(k)
+            why = self._kernel(k, changed)
             if why:
                 return why
         if frec is not None:
             for p in frec.reads:
-                if p in self.changed:
-                    return f"its file's tests read {self.changed[p].describe()}"
-            for p, c in self.changed.items():
+                if p in changed:
+                    return f"its file's tests read {changed[p].describe()}"
+            for p, c in changed.items():
                 if c.kind in (ADDED, DELETED) and posixpath.dirname(p) in frec.dirs:
                     return f"its file's tests list {posixpath.dirname(p) or '.'}/, where {c.describe()}"
         return None
@@ -179,12 +211,12 @@ class Selector:
             got = self._closures[starts] = self.graph.closure(starts)
         return got
 
-    def _imports(self, test_file: str) -> str | None:
+    def _imports(self, test_file: str, changed: dict[str, Change]) -> str | None:
         if self.graph is None:
             return None
         starts = (test_file, *conftests_for(test_file, self.graph.nodes))
         clo = self._closure(starts)
-        for p, c in sorted(self.changed.items()):
+        for p, c in sorted(changed.items()):
             if p in clo.files and p != test_file:
                 return f"imports {c.describe()} ({clo.chain(p)})"
             if c.kind == DELETED and self.graph.module_names(p) & clo.names:
@@ -201,7 +233,7 @@ class Selector:
         direct = node.static | node.dynamic
         return [n for n, k in self.map.kernels.items() if set(k.modules) & direct]
 
-    def _kernel(self, name: str) -> str | None:
+    def _kernel(self, name: str, changed: dict[str, Change]) -> str | None:
         assert self.map is not None
         k: KernelRecord | None = self.map.kernels.get(name)
         if k is None:
@@ -209,23 +241,28 @@ class Selector:
         if k.root is None and not k.complete:
             return f"uses {name}, whose inputs were not recorded (no manifest or source root found)"
         for p in k.inputs:
-            if p in self.changed:
-                return f"uses {name}, whose input {self.changed[p].describe()} changed"
+            if p in changed:
+                return f"uses {name}, whose input {changed[p].describe()} changed"
         for p in k.absent:
-            if p in self.changed and self.changed[p].kind == ADDED:
-                return f"uses {name}: {self.changed[p].describe()} appeared where its compiler looked for a header"
+            if p in changed and changed[p].kind == ADDED:
+                return f"uses {name}: {changed[p].describe()} appeared where its compiler looked for a header"
         if k.root is not None:
-            # without a manifest every file under the root counts; with one, a file that appears
-            # or disappears next to its sources and headers (a spec may list its directory)
+            # without a manifest every file under the root counts; with one, a file no compiler
+            # read that changed under the root (a data file next to the sources), and a file that
+            # appears or disappears next to its sources and headers (a spec may list a directory)
             dirs = {posixpath.dirname(p) for p in k.inputs} | {k.root}
-            for p, c in sorted(self.changed.items()):
+            for p, c in sorted(changed.items()):
                 if not k.complete and _under(p, k.root):
                     return f"uses {name}: {c.describe()} (no manifest was recorded: every file under its root counts)"
-                if k.complete and c.kind in (ADDED, DELETED) and posixpath.dirname(p) in dirs:
+                if not k.complete or matches(p, self.rules.inert) or p.endswith(".py"):
+                    continue
+                if _under(p, k.root) and p not in self._read_by_compiler:
+                    return f"uses {name}: {c.describe()} under its source root, read by no compiler"
+                if c.kind in (ADDED, DELETED) and posixpath.dirname(p) in dirs:
                     return f"uses {name}: {c.describe()} (a file appeared or disappeared next to its sources)"
         if k.modules and self.graph is not None:
             clo = self._closure(tuple(k.modules))
-            for p, c in sorted(self.changed.items()):
+            for p, c in sorted(changed.items()):
                 if p in clo.files:
                     return f"uses {name}, whose Python side changed: {c.describe()} ({clo.chain(p)})"
         return None

@@ -19,7 +19,7 @@ import pytest
 
 from kernelcache.impact.changes import GitError, head_commit, repo_files, repo_root
 from kernelcache.impact.impact_map import FileRecord, ImpactMap, KernelRecord, TestRecord, save
-from kernelcache.impact.select import EVERYTHING, INERT, Rules, TestInfo
+from kernelcache.impact.select import EVERYTHING, INERT, TestInfo
 from kernelcache.manifest import read as read_manifest
 
 from .kernels import KernelUnavailable, marker_kernels
@@ -72,10 +72,11 @@ class ImpactPlugin:
         except GitError:
             self.root = None
         self.rootdir_rel = _rel(config.rootpath, self.root)
-        self.rules = Rules(everything=EVERYTHING + tuple(config.getini("kernelcache_impact_everything")),
-                           inert=INERT + tuple(config.getini("kernelcache_impact_inert")),
-                           ignore=tuple(p for p in (_rel(self.map_path, self.root),
-                                                    _rel(st.opt("report_json"), self.root)) if p))
+        self.rules = api.make_rules(self.root, self.map_path, st.opt("report_json"),
+                                    config.getini("kernelcache_impact_everything"),
+                                    config.getini("kernelcache_impact_inert"))
+        self.head = head_commit(self.root) if self.root is not None else ""
+        self._repo_files: list[str] | None = None
         self.wire: dict | None = None  # the change set, computed once (controller)
         self.prepared: api.Prepared | None = None
         self.selection: dict | None = None
@@ -97,7 +98,7 @@ class ImpactPlugin:
         if not self.since or self.wire is None:
             return
         self.prepared = p = api.prepare(config.rootpath, self.since, self.map_path, self.rules,
-                                        self.rootdir_rel, wire=self.wire)
+                                        self.rootdir_rel, wire=self.wire, graph_cache=graph_cache(self.st))
         infos = [TestInfo(i.nodeid, _rel(i.path, self.root) or "", marker_kernels(i)[0]) for i in items]
         sel = p.selector.select(infos)
         keep = [i for i in items if i.nodeid in sel.selected]
@@ -112,11 +113,27 @@ class ImpactPlugin:
 
     # -- recording -------------------------------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
+        """Reads while a test file is imported and collected (golden values parametrizing a
+        test) belong to that file's record, like the reads of its tests."""
+        if not self.map_path or not isinstance(collector, (pytest.File, pytest.Class)):
+            return (yield)
+        f = _rel(collector.path, self.root) or str(collector.path)
+        rec = record.start()
+        try:
+            return (yield)
+        finally:
+            record.stop()
+            acc = self.raw.setdefault(f, record.Recording())
+            acc.opened |= rec.opened
+            acc.listed |= rec.listed
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         if not self.map_path:
             return (yield)
         f = _rel(item.path, self.root) or str(item.path)
-        self.tests[item.nodeid] = TestRecord(item.nodeid, f)
+        self.tests[item.nodeid] = TestRecord(item.nodeid, f, commit=self.head)
         rec = record.start()
         try:
             return (yield)
@@ -141,6 +158,8 @@ class ImpactPlugin:
         if t is None:
             return
         t.duration = round(t.duration + float(report.duration or 0.0), 4)
+        if report.skipped:
+            t.skipped = True
         if report.when == "setup" and report.skipped:
             t.early_skip, t.outcome = True, "skipped"
         elif report.failed:
@@ -151,12 +170,11 @@ class ImpactPlugin:
     # -- finish ----------------------------------------------------------------------------------
     def records(self) -> dict:
         """This process's records, repository-relative (what a worker sends up)."""
-        files = repo_files(self.root) if self.root is not None else []
-        paths = record.RepoPaths(self.root or Path("/"), files)
+        paths = self._paths()
         out_files = {}
         for f, r in self.raw.items():
             out_files[f] = FileRecord(sorted(paths.files_of(r.opened) - {f}), sorted(paths.dirs_of(r.listed)),
-                                      sorted(r.loaded))
+                                      sorted(r.loaded), [self.head])
         return {"tests": {n: vars(t) for n, t in self.tests.items()},
                 "files": {f: vars(r) for f, r in out_files.items()},
                 "kernels": {n: vars(k) for n, k in self.kernel_recs.items()},
@@ -178,21 +196,19 @@ class ImpactPlugin:
         self.st.impact = {"selection": sel, "map": written}
 
     def _write_map(self, recs: list[dict]) -> dict:
-        m = ImpactMap(commit=head_commit(self.root) if self.root else "", rootdir=self.rootdir_rel or "")
+        m = ImpactMap(commit=self.head, rootdir=self.rootdir_rel or "")
         if self.root is not None:  # recorded from a dirty tree: those files count as changed later
             from kernelcache.impact.changes import changed_files
             from kernelcache.impact.select import matches
 
             dirty = changed_files(self.root, "HEAD")
-            m.dirty = sorted(p for p in dirty.changes if not matches(p, self.rules.ignore))
+            m.dirty = {self.head: sorted(p for p in dirty.changes if not matches(p, self.rules.ignore))}
         for r in recs:
             for n, t in r["tests"].items():
                 m.tests[n] = TestRecord(**t)
             for f, fr in r["files"].items():
                 cur = m.files.get(f)
-                m.files[f] = FileRecord(**fr) if cur is None else FileRecord(
-                    sorted(set(cur.reads) | set(fr["reads"])), sorted(set(cur.dirs) | set(fr["dirs"])),
-                    sorted(set(cur.loaded) | set(fr["loaded"])))
+                m.files[f] = FileRecord(**fr) if cur is None else cur.united(FileRecord(**fr))
             for n, k in r["kernels"].items():
                 if n not in m.kernels or (k["complete"] and not m.kernels[n].complete):
                     m.kernels[n] = KernelRecord(**k)
@@ -221,20 +237,28 @@ class ImpactPlugin:
             path = next((p for p in opened if p.replace(os.sep, "/").endswith(tail)), None)
             man = read_manifest(Path(path).parent) if path else None
         man = man or record.find_manifest(name, entry, s.cache_dir, s.prebuilt)
-        paths = record.RepoPaths(self.root or Path("/"), [])
+        paths = self._paths()
         try:
             spec = self.st.kernels.spec_for(name)
         except KernelUnavailable:
             spec = None
         if spec is not None:
-            return record.kernel_record(name, paths, Path(spec.root), list(spec.sources), man,
-                                        self._spec_modules(name))
-        root = None
-        if man is not None and man.source_hashes:
-            suffix = "/" + next(iter(man.source_hashes)).replace(os.sep, "/")
-            hit = next((p for p in opened if p.replace(os.sep, "/").endswith(suffix)), None)
-            root = Path(hit[: len(hit) - len(suffix)]) if hit else None
-        return record.kernel_record(name, paths, root, [], man, [])
+            rec = record.kernel_record(name, paths, Path(spec.root), list(spec.sources), man,
+                                       self._spec_modules(name))
+        else:
+            root = None
+            if man is not None and man.source_hashes:
+                suffix = "/" + next(iter(man.source_hashes)).replace(os.sep, "/")
+                hit = next((p for p in opened if p.replace(os.sep, "/").endswith(suffix)), None)
+                root = Path(hit[: len(hit) - len(suffix)]) if hit else None
+            rec = record.kernel_record(name, paths, root, [], man, [])
+        rec.commit = self.head
+        return rec
+
+    def _paths(self) -> "record.RepoPaths":
+        if self._repo_files is None:
+            self._repo_files = repo_files(self.root) if self.root is not None else []
+        return record.RepoPaths(self.root or Path("/"), self._repo_files)
 
     def _spec_modules(self, name: str) -> list[str]:
         """Python files that define kernel ``name``'s spec: the ``kernelcache_specs`` modules, or
@@ -306,6 +330,11 @@ class _XdistImpact:
         if sel and sel["deselected"] and not self.p.told_deselected:
             self.p.told_deselected = True
             self.p.config.hook.pytest_deselected(items=[_Deselected(n) for n in sel["deselected"]])
+
+
+def graph_cache(st: "SessionState") -> Path:
+    """Where parsed imports are kept per blob id (beside the kernel cache, never in the repository)."""
+    return Path(st.settings.cache_dir) / "impact" / "import-facts.json"
 
 
 def _rel(path: Any, root: Path | None) -> str | None:

@@ -110,9 +110,11 @@ def test_shadowing_header_and_new_file_under_a_root(tmp_path):
     assert "appeared where its compiler looked" in s.selected["tests/test_a.py::t"]
     s = select(tmp_path, Change("csrc/unrelated.h", ADDED))
     assert {"tests/test_a.py::t", "tests/sub/test_c.py::t"} <= set(s.selected)  # next to both kernels' sources
-    s = select(tmp_path, Change("csrc/other/unrelated.h", ADDED))  # under the root, next to neither
-    assert s.everything is None and set(s.selected) == {"tests/test_new.py::t"}
-    s = select(tmp_path, Change("csrc/unrelated.h", MODIFIED))  # read by no compiler: nothing
+    s = select(tmp_path, Change("csrc/other/unrelated.h", ADDED))  # under the root, read by no compiler
+    assert s.everything is None and "read by no compiler" in s.selected["tests/test_a.py::t"]
+    s = select(tmp_path, Change("csrc/k1.cc", MODIFIED))  # k1's input: k2 (same root) is not affected
+    assert set(s.selected) == {"tests/test_a.py::t", "tests/test_new.py::t"}
+    s = select(tmp_path, Change("csrc/notes.md", MODIFIED))  # docs under the root, read by nothing
     assert set(s.selected) == {"tests/test_new.py::t"}
 
 
@@ -162,3 +164,46 @@ def test_no_map_or_unknown_changes_run_everything(tmp_path):
     bad = ChangeSet(tmp_path, "main", error="'main' is not a commit in this clone")
     s = Selector(bad, imap(), "", g).select([TestInfo("tests/test_a.py::t", "tests/test_a.py")])
     assert s.everything.startswith("changed files unknown:")
+
+
+FORMS = {
+    "pkg/__init__.py": "",
+    "pkg/a.py": "", "pkg/b.py": "", "pkg/c.py": "", "pkg/d.py": "", "pkg/e.py": "", "pkg/f.py": "",
+    "pkg/g.py": "", "pkg/h.py": "",
+    "user.py": "from pkg import \\\n    a\n"                                   # backslash continuation
+               "from pkg import (\n    b,  # a comment\n    c,\n)\n"            # parenthesised list
+               "import os; import pkg.d\n"                                       # `;`-separated statements
+               "import importlib\nM = importlib.import_module('pkg.e')\n"       # a literal module name
+               "N = importlib.import_module('.f', 'pkg')\n"                     # relative, with a package
+               "CODE = 'x = 1\\nimport pkg.g'\n"                                # code in a string (python -c)
+               "def later():\n    try:\n        from pkg import h\n    except ImportError:\n        pass\n",
+    "prose.py": '"""We import things in prose; pkg.h is not imported here."""\n',
+}
+
+
+def test_ast_forms_that_a_line_scanner_gets_wrong(tmp_path):
+    g = build(tmp_path, FORMS)
+    files = set(g.closure(["user.py"]).files)
+    assert {f"pkg/{m}.py" for m in "abcdegh"} <= files
+    assert "pkg/f.py" in files  # import_module('.f', 'pkg') is resolved against the importer's package
+    assert set(g.closure(["prose.py"]).files) == {"prose.py"}
+
+
+def test_import_facts_are_cached_per_blob_id(tmp_path):
+    import json
+
+    from kernelcache.impact.graph_scan import blob_id
+
+    cache = tmp_path / "facts.json"
+    tree = {"pkg/__init__.py": "", "pkg/a.py": "", "user.py": "from pkg import a\n"}
+    for rel, text in tree.items():
+        (tmp_path / "r" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "r" / rel).write_text(text)
+    ImportGraph(tmp_path / "r", list(tree), cache=cache)
+    facts = json.loads(cache.read_text())["facts"]
+    assert blob_id(b"from pkg import a\n") in facts  # the id `git hash-object` prints
+    (tmp_path / "r" / "user.py").write_text("import pkg.a as x\n")
+    g = ImportGraph(tmp_path / "r", list(tree), cache=cache)
+    assert "pkg/a.py" in g.closure(["user.py"]).files
+    assert blob_id(b"import pkg.a as x\n") in json.loads(cache.read_text())["facts"]
+    assert blob_id(b"from pkg import a\n") not in json.loads(cache.read_text())["facts"]  # pruned

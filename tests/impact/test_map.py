@@ -12,10 +12,13 @@ from kernelcache.impact.impact_map import FORMAT, FileRecord, ImpactMap, KernelR
 
 def sample() -> ImpactMap:
     m = ImpactMap(commit="a" * 40, rootdir="")
-    m.kernels["k"] = KernelRecord("k", "csrc", ["csrc/k.cc"], [], ["kspecs.py"], True, "e1")
-    m.tests["tests/test_x.py::t"] = TestRecord("tests/test_x.py::t", "tests/test_x.py", ["k"], "passed", 0.5)
-    m.tests["tests/test_y.py::t"] = TestRecord("tests/test_y.py::t", "tests/test_y.py", [], "skipped", 0.0, True)
-    m.files["tests/test_x.py"] = FileRecord(["data/d.json"], ["data"], ["k"])
+    a = "a" * 40
+    m.kernels["k"] = KernelRecord("k", "csrc", ["csrc/k.cc"], [], ["kspecs.py"], True, "e1", a)
+    m.tests["tests/test_x.py::t"] = TestRecord("tests/test_x.py::t", "tests/test_x.py", ["k"], "passed", 0.5, commit=a)
+    m.tests["tests/test_y.py::t"] = TestRecord("tests/test_y.py::t", "tests/test_y.py", [], "skipped", 0.0, True,
+                                               commit=a)
+    m.files["tests/test_x.py"] = FileRecord(["data/d.json"], ["data"], ["k"], [a])
+    m.dirty = {a: ["data/d.json"]}
     return m
 
 
@@ -55,13 +58,17 @@ def test_a_map_from_a_commit_this_clone_lacks_is_stale(tmp_path):
 
 def test_merge_keeps_tests_that_did_not_run_and_drops_deleted_files():
     old = sample()
-    new = ImpactMap(commit="b" * 40)
-    new.tests["tests/test_x.py::t"] = TestRecord("tests/test_x.py::t", "tests/test_x.py", [], "failed")
-    new.files["tests/test_x.py"] = FileRecord([], [], [])
+    b = "b" * 40
+    new = ImpactMap(commit=b)
+    new.tests["tests/test_x.py::t"] = TestRecord("tests/test_x.py::t", "tests/test_x.py", [], "failed", commit=b)
+    new.files["tests/test_x.py"] = FileRecord([], [], [], [b])
     merged = new.merged_into(old, existing={"tests/test_x.py"})
     assert set(merged.tests) == {"tests/test_x.py::t"}  # test_y.py no longer exists
     assert merged.tests["tests/test_x.py::t"].outcome == "failed"
     assert merged.files["tests/test_x.py"].reads == ["data/d.json"]  # united: other tests may read it
-    assert merged.kernels["k"].complete and merged.commit == "b" * 40
+    # provenance: the united file record keeps both commits, the kept kernel record its own
+    assert merged.files["tests/test_x.py"].commits == ["a" * 40, b]
+    assert merged.kernels["k"].commit == "a" * 40 and merged.commit == b
+    assert merged.record_commits() == {"a" * 40, b} and merged.dirty == {"a" * 40: ["data/d.json"]}
     kept = new.merged_into(old, existing=None)
     assert kept.tests["tests/test_y.py::t"].early_skip

@@ -1,0 +1,252 @@
+"""A small project as a new user writes one: three tiny C++ kernels declared in one specs module
+(a header outside a kernel's root but under another's, a macro include, ``.cuh``/``.cu`` headers, a header found
+through ``-I../common`` that a file under the root would shadow), a data file next to a kernel's
+sources read when its test module is imported, a data file read while a test runs, Python
+helpers (a backslash-continued import, ``importlib.import_module("literal")``), a README that a
+doc test reads, docs nothing reads, a conftest.
+
+The kernels export plain C-ABI functions (``tvm/ffi/c_api.h`` only), so a rebuild takes a
+fraction of a second. Runs go through :mod:`.zygote` (pytest and tvm-ffi imported once, one
+fork per run). Every test's outcome is a function of the contents of the files it depends on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+EXPORT = ("#define KC_EXPORT(name, expr) extern \"C\" int __tvm_ffi_##name(void*, const TVMFFIAny* args, "
+          "int32_t n, TVMFFIAny* ret) { ret->type_index = kTVMFFIInt; ret->zero_padding = 0; "
+          "ret->v_int64 = (expr) + args[0].v_int64; return 0; }\n")
+
+FILES = {
+    ".gitignore": "__pycache__/\n.pytest_cache/\n",
+    "pyproject.toml": """\
+[tool.pytest.ini_options]
+testpaths = ["tests"]
+pythonpath = ["."]
+kernelcache_specs = ["kspecs:specs"]
+kernelcache_kernels = ["ka", "kb", "kc"]
+""",
+    "kspecs.py": """\
+from pathlib import Path
+
+import kernelcache as kc
+
+CSRC = Path(__file__).resolve().parent / "csrc"
+
+
+def spec_a():
+    return kc.KernelSpec(name="ka", sources=["a.cc"], root=CSRC / "kern_a", include_dirs=[".", "../common"])
+
+
+def spec_b():
+    return kc.KernelSpec(name="kb", sources=["kern_b/b.cc"], root=CSRC, include_dirs=["kern_b"])
+
+
+def spec_c():
+    return kc.KernelSpec(name="kc", sources=["c.cc"], root=CSRC / "kern_c")
+
+
+def specs():
+    return [spec_a(), spec_b(), spec_c()]
+""",
+    "csrc/common/export.h": EXPORT,
+    "csrc/common/shared.h": "#define SHARED_VALUE 100\n",
+    "csrc/common/a_extra.h": "#define A_EXTRA 10\n",
+    "csrc/kern_a/a.cc": '#include <tvm/ffi/c_api.h>\n#include "export.h"\n#include "a.h"\n#include "shared.h"\n'
+                        "KC_EXPORT(fa, A_VALUE + SHARED_VALUE)\n",
+    "csrc/kern_a/a.h": '#include "../common/a_extra.h"\n#define A_VALUE (1 + A_EXTRA)\n',
+    "csrc/kern_b/b.cc": '#include <tvm/ffi/c_api.h>\n#include "../common/export.h"\n#define B_CFG "b_cfg.h"\n'
+                        '#include B_CFG\n#include "b.h"\nKC_EXPORT(fb, B_VALUE)\n',
+    "csrc/kern_b/b.h": "#define B_VALUE (2 + B_CFG_VALUE)\n",
+    "csrc/kern_b/b_cfg.h": "#define B_CFG_VALUE 20\n",
+    "csrc/kern_b/golden.txt": "22\n",
+    "csrc/kern_c/c.cc": '#include <tvm/ffi/c_api.h>\n#include "../common/export.h"\n#include "c.cuh"\n'
+                        "KC_EXPORT(fc, C_VALUE)\n",
+    "csrc/kern_c/c.cuh": '#include "c_impl.cu"\n#define C_VALUE (C_IMPL * 1)\n',
+    "csrc/kern_c/c_impl.cu": "#define C_IMPL 3\n",
+    "data/c_input.json": '{"x": 5}\n',
+    "pyutil/__init__.py": "",
+    "pyutil/base.py": "def base_value():\n    return 7\n",
+    "pyutil2.py": "EXTRA = 1\n",
+    "pyhelp.py": "import importlib\nfrom pyutil import \\\n    base\n\n\ndef helper():\n"
+                 "    return base.base_value() + importlib.import_module(\"pyutil2\").EXTRA\n",
+    "README.md": "# Project\n\n<!-- answer: 42 -->\n",
+    "docs/notes.md": "# Notes\n\nNothing reads this.\n",
+    "tests/conftest.py": "# shared fixtures would live here\n",
+    "tests/test_a.py": """\
+import pytest
+
+pytestmark = pytest.mark.kernel("ka")
+
+
+def test_a(kernelcache_module):
+    assert kernelcache_module("ka").fa(0) == 111
+
+
+def test_a_plus(kernelcache_module):
+    assert kernelcache_module("ka").fa(1) == 112
+""",
+    "tests/test_b.py": """\
+from pathlib import Path
+
+import pytest
+
+import kernelcache as kc
+from kspecs import spec_b
+
+GOLDEN = int((Path(__file__).resolve().parents[1] / "csrc" / "kern_b" / "golden.txt").read_text())
+
+
+@pytest.mark.parametrize("x", [0, 1])
+def test_b(x):
+    assert kc.load(spec_b()).fb(x) == GOLDEN + x
+""",
+    "tests/test_c.py": """\
+import json
+from pathlib import Path
+
+import pytest
+
+import kspecs
+
+
+@pytest.mark.kernel("kc")
+def test_c(kernelcache_module):
+    assert kspecs.spec_c().name == "kc"
+    x = json.loads((Path(__file__).resolve().parents[1] / "data" / "c_input.json").read_text())["x"]
+    assert kernelcache_module("kc").fc(x) == 8
+""",
+    "tests/test_py.py": "from pyhelp import helper\n\n\ndef test_py():\n    assert helper() == 8\n",
+    "tests/test_doc.py": """\
+from pathlib import Path
+
+
+def test_readme_answer():
+    assert "answer: 42" in (Path(__file__).resolve().parents[1] / "README.md").read_text()
+""",
+    "tests/test_plain.py": "def test_truth():\n    assert 1 + 1 == 2\n",
+}
+
+ALL = {"tests/test_a.py::test_a", "tests/test_a.py::test_a_plus", "tests/test_b.py::test_b[0]",
+       "tests/test_b.py::test_b[1]", "tests/test_c.py::test_c", "tests/test_py.py::test_py",
+       "tests/test_doc.py::test_readme_answer", "tests/test_plain.py::test_truth"}
+
+_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)(?: - (.*))?$", re.M)
+
+
+def git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+class Zygote:
+    """One :mod:`.zygote` process (started and stopped by its owner, by pid)."""
+
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "PYTEST_"))}
+        env["PYTHONPATH"] = str(REPO)
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.impact.zygote"], cwd=REPO, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert json.loads(self.proc.stdout.readline() or "{}").get("ready"), "zygote did not start"
+
+    def run(self, cwd: Path, args: list[str], env: dict[str, str], log: Path) -> int:
+        self.proc.stdin.write(json.dumps({"cwd": str(cwd), "args": args, "env": env, "log": str(log)}) + "\n")
+        self.proc.stdin.flush()
+        return int(json.loads(self.proc.stdout.readline())["rc"])
+
+    def stop(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    report: dict
+    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> (outcome, message)
+
+    @property
+    def selection(self) -> dict:
+        return (self.report.get("impact") or {}).get("selection") or {}
+
+
+@dataclass
+class Project:
+    path: Path
+    cache: Path
+    map: Path
+    zygote: Zygote
+
+    def write(self, rel: str, text: str) -> None:
+        p = self.path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+    def edit(self, rel: str, old: str, new: str) -> None:
+        p = self.path / rel
+        text = p.read_text()
+        assert old in text, (rel, old)
+        p.write_text(text.replace(old, new, 1))
+
+    def commit(self, msg: str = "edit") -> str:
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "-q", "--allow-empty", "-m", msg)
+        return self.head()
+
+    def head(self) -> str:
+        return git(self.path, "rev-parse", "HEAD").strip()
+
+    def env(self) -> dict[str, str]:
+        return {"KERNELCACHE_DIR": str(self.cache), "KERNELCACHE_LOCK_DIR": str(self.cache / "locks"),
+                "KERNELCACHE_LOG": "0", "KERNELCACHE_HARDWARE": "cpu"}
+
+    def pytest(self, *args: str) -> Run:
+        report = self.path.parent / "report.json"
+        log = self.path.parent / "pytest.log"
+        report.unlink(missing_ok=True)
+        rc = self.zygote.run(self.path, ["-p", "kernelcache", "-p", "no:xdist", "-p", "no:cacheprovider", "-rA",
+                                         "-q", "--continue-on-collection-errors", f"--kc-report-json={report}",
+                                         *args], self.env(), log)
+        out = log.read_text(errors="replace")
+        data = json.loads(report.read_text()) if report.exists() else {}
+        outcomes = {m.group(2): (m.group(1), m.group(3) or "") for m in _SUMMARY.finditer(out)}
+        return Run(rc, out, data, outcomes)
+
+    def record(self, *args: str) -> Run:
+        """A run that writes (merges into) the impact map."""
+        return self.pytest(f"--kc-impact-map={self.map}", *args)
+
+    def affected(self, since: str = "HEAD", *args: str) -> Run:
+        """The plugin's selection (collection only)."""
+        return self.pytest(f"--kc-affected-since={since}", f"--kc-impact-map={self.map}", "--collect-only", *args)
+
+
+def make_project(base: Path, zygote: Zygote, files: dict[str, str] = FILES) -> Project:
+    path = base / "proj"
+    for rel, text in files.items():
+        p = path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "impact@example.invalid")
+    git(path, "config", "user.name", "impact test")
+    git(path, "config", "commit.gpgsign", "false")
+    proj = Project(path, base / "kc-cache", base / "impact-map.json", zygote)
+    proj.commit("initial")
+    return proj

@@ -1,0 +1,221 @@
+"""The property: selection never skips a test whose outcome a change can alter.
+
+On the generated project (:mod:`.gen_project`), random edits from fixed seeds — modify
+(a number or a comment in a source, header, ``.cuh``/``.cu``, data file, helper, spec module,
+test, doc), rename, delete, add (a shadowing header, a new test, a stray file), restore an old
+version — with partial re-recording runs of the map in between (some from a dirty tree, some
+not loading every kernel). For each edit the selection (``kernelcache.impact.api.affected``,
+the path the CLI and ``ci/affected-tests`` take; every few edits the plugin's too) is compared
+with a real full run: every test whose outcome differs from the full run at the base commit
+(outcome and assertion message), and every test file that no longer collects, was selected.
+0 missed, over 200+ edits.
+
+Cheap by design: kernels are C-ABI functions (a rebuild is a fraction of a second), full runs
+fork from a zygote with pytest and tvm-ffi imported, and an edit that selects everything is
+reverted without a full run (everything covers any outcome change).
+"""
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from kernelcache.impact.api import affected
+
+from .gen_project import ALL, FILES, Project, git, make_project
+
+SEEDS = (11, 22, 33, 44)
+EDITS_PER_SEED = 52
+_NUMBER = re.compile(r"\d+")
+
+NEW_TESTS = [
+    "import pytest\n\n\n@pytest.mark.kernel('ka')\ndef test_new(kernelcache_module):\n"
+    "    assert kernelcache_module('ka').fa(2) == 113\n",
+    "import kernelcache as kc\nfrom kspecs import spec_c\n\n\ndef test_new():\n    assert kc.load(spec_c()).fc(0) == 3\n",
+    "from pathlib import Path\n\n\ndef test_new():\n"
+    "    assert (Path(__file__).resolve().parents[1] / 'docs' / 'notes.md').read_text().startswith('# Notes')\n",
+    "import pyutil2\n\n\ndef test_new():\n    assert pyutil2.EXTRA == 1\n",
+]
+STRAY = ["csrc/kern_a/shared.h", "csrc/kern_a/a_extra.h", "csrc/kern_b/b_extra.h", "csrc/kern_c/notes.txt",
+         "csrc/common/unused.h", "data/extra.json", "docs/more.md", "tests/data.txt", "pyutil/extra.py"]
+
+
+def outcome_key(o: tuple[str, str]) -> tuple[str, str]:
+    """Outcome, and the assertion message of a failure (values the test saw); error texts may
+    name temporary paths, so only their kind counts."""
+    return (o[0], o[1] if o[0] == "FAILED" else "")
+
+
+class Editor:
+    def __init__(self, proj: Project, rng: random.Random, initial: str):
+        self.p = proj
+        self.rng = rng
+        self.initial = initial
+        self.n_new = 0
+
+    def files(self) -> list[str]:
+        return [f for f in git(self.p.path, "ls-files").split("\n") if f and (self.p.path / f).exists()]
+
+    def apply(self) -> str:
+        """One random edit to the working tree; returns its description."""
+        for _ in range(20):
+            kind = self.rng.choices(["number", "comment", "rename", "delete", "add", "restore", "conftest"],
+                                    [40, 12, 9, 9, 16, 12, 2])[0]
+            did = getattr(self, f"_{kind}")()
+            if did:
+                return did
+        return self._comment() or "nothing"
+
+    def _pick(self, pred=lambda f: True) -> str | None:
+        cands = [f for f in self.files() if pred(f) and f not in ("pyproject.toml", ".gitignore")]
+        return self.rng.choice(cands) if cands else None
+
+    def _number(self) -> str | None:
+        f = self._pick(lambda f: f != "tests/conftest.py")
+        if f is None:
+            return None
+        text = (self.p.path / f).read_text()
+        ms = list(_NUMBER.finditer(text))
+        if not ms:
+            return None
+        m = self.rng.choice(ms)
+        new = str(int(m.group(0)) + self.rng.choice([1, 2]))
+        (self.p.path / f).write_text(text[:m.start()] + new + text[m.end():])
+        return f"number in {f}: {m.group(0)} -> {new}"
+
+    def _comment(self) -> str | None:
+        f = self._pick(lambda f: f != "tests/conftest.py")
+        if f is None:
+            return None
+        mark = {".py": "# touched\n", ".cc": "// touched\n", ".h": "// touched\n", ".cuh": "// touched\n",
+                ".cu": "// touched\n", ".md": "touched\n"}.get(Path(f).suffix, "\n")
+        with open(self.p.path / f, "a") as fh:
+            fh.write(mark)
+        return f"comment in {f}"
+
+    def _rename(self) -> str | None:
+        f = self._pick(lambda f: f != "tests/conftest.py")
+        if f is None:
+            return None
+        stem, dot, ext = f.rpartition(".")
+        new = f"{stem}_r.{ext}" if dot else f + "_r"
+        git(self.p.path, "mv", f, new)
+        if self.rng.random() < 0.5 and ext in ("h", "cuh", "cu"):  # keep the includers building
+            old_name, new_name = f.rpartition("/")[2], new.rpartition("/")[2]
+            for g in self.files():
+                if g.startswith("csrc/"):
+                    t = (self.p.path / g).read_text()
+                    if f'"{old_name}"' in t or f'/{old_name}"' in t:
+                        (self.p.path / g).write_text(t.replace(old_name + '"', new_name + '"'))
+        return f"rename {f} -> {new}"
+
+    def _delete(self) -> str | None:
+        f = self._pick(lambda f: f != "tests/conftest.py")
+        if f is None:
+            return None
+        (self.p.path / f).unlink()
+        return f"delete {f}"
+
+    def _add(self) -> str | None:
+        if self.rng.random() < 0.35:
+            self.n_new += 1
+            rel = f"tests/test_new{self.n_new}.py"
+            self.p.write(rel, self.rng.choice(NEW_TESTS))
+            return f"add {rel}"
+        rel = self.rng.choice(STRAY)
+        if (self.p.path / rel).exists():
+            return None
+        body = {"csrc/kern_a/shared.h": "#define SHARED_VALUE 200\n", "csrc/kern_a/a_extra.h": "#define A_EXTRA 5\n",
+                "pyutil/extra.py": "X = 1\n"}.get(rel, "new\n")
+        self.p.write(rel, body)
+        return f"add {rel}"
+
+    def _restore(self) -> str | None:
+        f = self.rng.choice(sorted(FILES))
+        cur = self.p.path / f
+        if cur.exists() and cur.read_text() == FILES[f]:
+            return None
+        git(self.p.path, "checkout", self.initial, "--", f)
+        return f"restore {f}"
+
+    def _conftest(self) -> str | None:
+        self.p.write("tests/conftest.py", (self.p.path / "tests/conftest.py").read_text() + "# touched\n")
+        return "conftest"
+
+
+def required(base: dict, now: dict) -> set[str]:
+    """Node ids (or test files that no longer collect) whose outcome the edit changed."""
+    out = set()
+    for n in set(base) | set(now):
+        if n not in now:
+            continue  # gone: deleted or renamed (its file's collection error is its own entry)
+        if n not in base or outcome_key(now[n]) != outcome_key(base[n]):
+            out.add(n)
+    return out
+
+
+def covered(n: str, res: dict) -> bool:
+    if res["everything"]:
+        return True
+    f = n.split("::", 1)[0]
+    return n in res["selected"] or f in res["new_files"] or ("::" not in n and f in res["files"])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote):
+    rng = random.Random(seed)
+    proj = make_project(tmp_path, zygote)
+    first = proj.record()
+    assert first.rc == 0 and set(first.outcomes) == ALL, first.out
+    ed = Editor(proj, rng, proj.head())
+    base_out = first.outcomes
+    cache = tmp_path / "import-facts.json"
+    stats = {"edits": 0, "changed": 0, "everything": 0, "deselected": 0, "plugin_checked": 0, "session_broken": 0}
+    for i in range(EDITS_PER_SEED):
+        base = proj.head()
+        what = ed.apply()
+        if rng.random() < 0.5:
+            proj.commit(what)
+        res = affected(proj.path, base, proj.map, graph_cache=cache)
+        stats["edits"] += 1
+        if res["everything"]:
+            stats["everything"] += 1
+            git(proj.path, "reset", "-q", "--hard", base)  # everything covers any change: back to base
+            git(proj.path, "clean", "-fdq")
+            continue
+        full = proj.pytest()
+        if not full.outcomes:  # the session itself fails (specs module broken): nothing can pass silently
+            assert full.rc not in (0, 5), (seed, i, what, full.out[-2000:])
+            plug = proj.affected(base)
+            assert plug.rc not in (0, 5), (seed, i, what, plug.out[-2000:])
+            stats["session_broken"] += 1
+            git(proj.path, "reset", "-q", "--hard", base)
+            git(proj.path, "clean", "-fdq")
+            continue
+        if i % 6 == 0:  # the plugin decides the same per collected test
+            plug = proj.affected(base)
+            assert plug.selection, (seed, i, what, plug.out[-2000:])
+            collected = set(plug.selection["selected"]) | set(plug.selection["deselected"])
+            assert set(res["selected"]) & collected <= set(plug.selection["selected"]), (seed, i, what)
+            stats["plugin_checked"] += 1
+        need = required(base_out, full.outcomes)
+        missed = {n for n in need if not covered(n, res)}
+        assert not missed, (seed, i, what, missed, res["selected"], res["changed"], full.out[-3000:])
+        stats["changed"] += bool(need)
+        stats["deselected"] += res["n_deselected"]
+        roll = rng.random()
+        if roll < 0.15:  # re-record part of the map from the dirty tree (records carry dirty files)
+            files = sorted({n.split("::")[0] for n in full.outcomes if "::" in n})
+            pick = rng.sample(files, k=min(len(files), rng.randint(1, 2)))
+            proj.record("-o", f"kernelcache_kernels={rng.choice(['ka', 'kb', 'kc'])}", *pick)
+        proj.commit(f"after {what}")
+        if 0.15 <= roll < 0.35:  # re-record part of the map at the new commit
+            files = sorted({n.split("::")[0] for n in full.outcomes if "::" in n})
+            proj.record("-o", "kernelcache_kernels=", *rng.sample(files, k=min(len(files), rng.randint(1, 3))))
+        elif roll > 0.95:
+            proj.record()
+        base_out = full.outcomes
+    print(f"seed {seed}: {stats}")
+    assert stats["edits"] == EDITS_PER_SEED and stats["changed"] >= 5 and stats["deselected"] > 0
