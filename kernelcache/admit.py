@@ -98,7 +98,7 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     stamp = _binary_stamp(spec, entry) if check_sha else None
     if stamp is not None and entry.stat_cache().get(stamp[0]) == stamp[1]:
         check_sha = False
-    rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=check_sha)
+    rej = validate.before_dlopen(spec, entry.head, entry.so_path, check_sha=check_sha)
     if rej:
         return None, rej
     with _state.lock:
@@ -115,7 +115,7 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
         mod = tvm_ffi.load_module(str(path))
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
-    rej, _ = validate.after_dlopen(spec, entry.manifest, mod, path, entry.manifest.identity)
+    rej, _ = validate.after_dlopen(spec, entry.head, mod, path, entry.head.identity)
     if rej:
         return None, rej
     with _state.lock:
@@ -147,7 +147,7 @@ def _accept_kind(spec: KernelSpec, entry: Entry, store: LocalStore, mkey: tuple[
 
     try:
         path = entry.so_path if spec.kind == "executable" else dlopen_path(entry.so_path, store)
-        mod, rej = kinds.admit(spec, entry.manifest, path)
+        mod, rej = kinds.admit(spec, entry.head, path)
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, validate.Rejection("dlopen", f"loading failed: {type(e).__name__}: {e}")
     if rej:

@@ -156,6 +156,11 @@ def read(entry_dir: Path) -> Manifest | None:
 
 def write(entry_dir: Path, manifest: Manifest) -> None:
     """Write atomically (temp file + rename) so a reader never sees half a manifest."""
+    from . import deprecord  # the packed hit record beside it: what a warm load reads
+
     tmp = Path(entry_dir) / f".{FILENAME}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
-    tmp.write_text(manifest.dumps())
+    data = manifest.to_dict()
+    text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+    tmp.write_bytes(text)
     os.replace(tmp, Path(entry_dir) / FILENAME)
+    deprecord.write_beside(Path(entry_dir), str(Path(entry_dir) / FILENAME), data, text)

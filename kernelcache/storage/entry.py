@@ -1,49 +1,141 @@
-"""One entry on local disk: a directory with the binary, its manifest and bookkeeping files."""
+"""One entry on local disk: a directory with the binary, its manifest and bookkeeping files.
+
+A warm load reads the entry's packed hit record (``kernelcache.deprecord``), not its JSON
+manifest: ``head`` (the manifest without its dependency list) and ``record`` serve the hit path;
+``manifest`` (the full record, parsed on first use) serves export, the fleet and ``explain``.
+"""
 from __future__ import annotations
 
 import json
 import os
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..manifest import FILENAME as MANIFEST, Manifest
+from .. import deprecord
+from ..errors import KernelCacheError
+from ..manifest import FILENAME as MANIFEST, Manifest, read as read_manifest
 
 USED = "used"  # touched on every hit: LRU order for prune, newest-first candidate order
-DEPSTAT = "depstat.json"  # re-validated dependency stats (a later process trusts them unhashed)
+DEPSTAT = "depstat.json"  # an older version's re-validated stats: folded into the hit record once
 
 
-@dataclass
 class Entry:
-    """An entry directory and its parsed manifest. ``origin``: local | prebuilt | fetched."""
+    """An entry directory. ``origin``: local | prebuilt | fetched. A plain class (every load
+    builds one): the manifest is parsed only when asked for, the hit record read only once."""
 
-    path: Path
-    manifest: Manifest
-    origin: str = "local"
+    __slots__ = ("path", "origin", "_manifest", "_head", "_record")
+
+    def __init__(self, path: Path, manifest: Manifest | None = None, origin: str = "local",
+                 record: "deprecord.HitRecord | None" = None, head: Manifest | None = None) -> None:
+        self.path = path
+        self.origin = origin
+        self._manifest = manifest
+        self._record = record
+        self._head = head
+
+    @classmethod
+    def open(cls, path: Path, origin: str = "local") -> "Entry | None":
+        """The entry at ``path`` if it is whole (a bound hit record, or a parseable manifest)."""
+        rec = deprecord.load(path, MANIFEST)
+        if rec is not None:
+            head = Manifest.from_dict(rec.head)
+            if head is not None:
+                return cls(path, None, origin, rec, head)
+        entry = cls(path, None, origin)
+        rec, m = entry._record_from_manifest()
+        if m is None:
+            return None
+        entry._manifest, entry._record = m, rec
+        return entry
+
+    def __repr__(self) -> str:
+        return f"Entry({str(self.path)!r}, origin={self.origin!r})"
+
+    # -- what is recorded ----------------------------------------------------------------------
+    @property
+    def manifest(self) -> Manifest:
+        """The full manifest (dependencies included), parsed on first use."""
+        if self._manifest is None:
+            self._manifest = read_manifest(self.path)
+            if self._manifest is None:
+                raise KernelCacheError(f"cache entry {self.path}: manifest.json is missing or unreadable")
+        return self._manifest
+
+    @property
+    def head(self) -> Manifest:
+        """The manifest for admission (dependency lists empty when it came from the hit record)."""
+        return self._head if self._head is not None else self.manifest
+
+    @property
+    def record(self) -> "deprecord.HitRecord | None":
+        """The packed dependency record (None only for a manifest that cannot be packed)."""
+        if self._record is None:
+            self._record = deprecord.load(self.path, MANIFEST) or self._record_from_manifest()[0]
+        return self._record
+
+    def _record_from_manifest(self) -> "tuple[deprecord.HitRecord | None, Manifest | None]":
+        """Parse manifest.json once (an entry of an older version, or a copied one) and write its
+        hit record where the entry is writable, folding in an older version's depstat.json."""
+        try:
+            with open(self.path / MANIFEST, "rb") as f:
+                data = f.read()
+                mstat = tuple(deprecord.stat_fields(os.fstat(f.fileno())))
+            parsed = json.loads(data)
+        except (OSError, ValueError):
+            return None, None
+        m = Manifest.from_dict(parsed)
+        if m is None:
+            return None, None
+        rec = deprecord.HitRecord.from_manifest(parsed, data, mstat, self._legacy_stat_cache())
+        if rec is not None and not self.read_only:
+            deprecord.save(self.path, rec)
+        return rec, m
 
     @property
     def so_path(self) -> Path:
-        return self.path / self.manifest.so_name
+        return self.path / self.head.so_name
 
     @property
     def entry_id(self) -> str:
-        return self.manifest.entry_id
+        return self.head.entry_id
 
     @property
     def read_only(self) -> bool:
         return self.origin == "prebuilt"
 
-    def stat_cache(self) -> dict[str, list[int]]:
+    # -- re-validated stats --------------------------------------------------------------------
+    def _legacy_stat_cache(self) -> dict:
         try:
-            return json.loads((self.path / DEPSTAT).read_text())
+            cache = json.loads((self.path / DEPSTAT).read_text())
         except (OSError, ValueError):
             return {}
+        return cache if isinstance(cache, dict) else {}
+
+    def stat_cache(self) -> dict[str, list[int]]:
+        """Stats re-validated since the build: the binary's (``binary:<so name>``) once its
+        sha256 was verified; dependency stats live in the hit record's array."""
+        rec = self.record
+        if rec is None:
+            return self._legacy_stat_cache()
+        if not any(rec.binary_stamp):
+            return {}
+        return {f"binary:{self.head.so_name}": list(rec.binary_stamp)}
 
     def save_stat_cache(self, refreshed: dict[str, list[int]]) -> None:
         """Remember re-validated stats so the next process trusts them without hashing."""
-        if self.read_only:
+        if self.read_only or not refreshed:
             return
-        cache = self.stat_cache()
+        rec = self.record
+        if rec is None:
+            self._save_legacy_stat_cache(refreshed)
+            return
+        stamp = refreshed.get(f"binary:{self.head.so_name}")
+        deps = {k: v for k, v in refreshed.items() if not k.startswith("binary:")}
+        self._record = rec.refreshed_by(deps, tuple(stamp) if stamp else None)
+        deprecord.save(self.path, self._record)
+
+    def _save_legacy_stat_cache(self, refreshed: dict[str, list[int]]) -> None:
+        cache = self._legacy_stat_cache()
         cache.update(refreshed)
         tmp = self.path / f".{DEPSTAT}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
         try:

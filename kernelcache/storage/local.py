@@ -5,8 +5,9 @@ The layout itself (paths) is owned by ``kernelcache.layout``.
 Entries are immutable and appear by one directory rename, whole or not at all. Several entries
 may share a level-1 key (one per recorded header set), so flipping between two header
 versions never thrashes. Cost does not grow with the cache: lookup tries the last hit first
-and parses further manifests only when that one does not validate, newest first; ``ls`` and
-``prune`` work from paths and stats, never parsing manifests.
+and reads further entries only when that one does not validate, newest first, each through its
+packed hit record (``kernelcache.deprecord``), not its JSON manifest; ``ls`` and ``prune`` work
+from paths and stats, never parsing manifests.
 """
 from __future__ import annotations
 
@@ -269,16 +270,16 @@ def _iter_dir(kd: Path, origin: str) -> Iterator[Entry]:
         first = (kd / RECENT).read_text().strip()
     except OSError:
         pass
-    if first and "/" not in first:  # the last hit: no listing, one manifest parse
-        m = manifest_mod.read(kd / first)
-        if m is not None:
-            yield Entry(kd / first, m, origin)
+    if first and "/" not in first:  # the last hit: no listing, one hit record read
+        entry = Entry.open(kd / first, origin)
+        if entry is not None:
+            yield entry
     dirs = _subdirs(kd)
     rest = sorted((d for d in dirs if d.name != first), key=last_used, reverse=True)
     for d in rest:
-        m = manifest_mod.read(d)
-        if m is not None:
-            yield Entry(d, m, origin)
+        entry = Entry.open(d, origin)
+        if entry is not None:
+            yield entry
 
 
 def _publish(tmp: Path, dest: Path) -> tuple[Path, bool]:

@@ -35,10 +35,21 @@ def _entry(store: LocalStore, eid: str, used_at: float | None = None, name: str 
     return dest
 
 
-def _counting_reads(monkeypatch):
-    calls = []
-    real = manifest.read
-    monkeypatch.setattr(manifest, "read", lambda p: calls.append(p) or real(p))
+class _Reads(list):
+    """Entries a lookup read (each through its packed hit record) and manifests it parsed."""
+
+    parses: list
+
+
+def _counting_reads(monkeypatch) -> _Reads:
+    from kernelcache import deprecord
+    from kernelcache.storage import entry
+
+    calls = _Reads()
+    calls.parses = []
+    real, real_read = deprecord.load, entry.read_manifest
+    monkeypatch.setattr(deprecord, "load", lambda p, name: calls.append(p) or real(p, name))
+    monkeypatch.setattr(entry, "read_manifest", lambda p: calls.parses.append(p) or real_read(p))
     return calls
 
 
@@ -49,8 +60,9 @@ def test_candidates_newest_first_and_lazy(store, monkeypatch):
     calls = _counting_reads(monkeypatch)
     it = store.candidates("k", KEY)
     assert next(it).entry_id == "e4"
-    assert len(calls) == 1  # stopping at the first valid candidate parses one manifest
+    assert len(calls) == 1  # stopping at the first valid candidate reads one entry
     assert [e.entry_id for e in it] == ["e3", "e2", "e1", "e0"]
+    assert calls.parses == []  # through hit records: no manifest.json parsed
 
 
 def test_last_hit_is_tried_first_among_300_siblings(store, monkeypatch):
@@ -61,7 +73,7 @@ def test_last_hit_is_tried_first_among_300_siblings(store, monkeypatch):
     store.remember_hit(Entry(paths[150], manifest.read(paths[150])))
     calls = _counting_reads(monkeypatch)
     assert next(store.candidates("k", KEY)).entry_id == "e150"
-    assert calls == [paths[150]]
+    assert calls == [paths[150]] and calls.parses == []
 
 
 def test_remember_hit_writes_only_on_change(store):

@@ -1,0 +1,259 @@
+"""The packed hit record of an entry: what a warm load reads instead of ``manifest.json``.
+
+Why: a torch extension that includes ``torch/extension.h`` records ~5,400 dependencies; its
+JSON manifest is ~900 KB. Parsing it in every fresh process built tens of thousands of Python
+objects, which right after ``import torch`` set off a full garbage collection over torch's
+objects (0.2-0.4 s). This file holds the same facts packed so that the hit path builds a handful
+of objects: one bytes blob of anchored paths (split once), the recorded stats as one int64
+array compared with the current stats in one bytes comparison, fixed-width content hashes
+sliced only for a file whose stat moved, and the rest of the manifest (small) as a marshalled
+dict guarded by a CRC.
+
+Soundness is unchanged: stat fields are (size, mtime_ns, ctime_ns, inode), a moved stat means
+re-hashing that file, bytes decide (ctime cannot be set back, so an edit with a restored mtime
+re-hashes and misses). The record is derived from ``manifest.json`` and bound to it: it holds
+the manifest's stat and a digest of its bytes; a record that matches neither is ignored and the
+manifest is read the old way (an entry of an older version, a copied artifact root), and the
+record is written again where the entry is writable. ``manifest.json`` stays the source of
+truth for humans, ``explain``, export and the fleet.
+"""
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import struct
+import sys
+import zlib
+from array import array
+from pathlib import Path
+
+from .key import DepCheck
+
+FILENAME = "hit.rec"
+_MAGIC = b"KCHR"
+_VERSION = 1
+_FIELDS = 4  # size, mtime_ns, ctime_ns, inode (as key.record_deps records them)
+_HASH_W = 32  # xxh3-128 hex
+# magic, version, byte order + python (marshal format), manifest stat (4q), manifest digest,
+# head crc, n_deps, n_absent, len(head), len(paths), len(absent), binary stamp (4q)
+_HEADER = struct.Struct("<4sII4q16sIIIIII4q")
+HEADER_SIZE = _HEADER.size
+_PY = (sys.version_info[0] << 8 | sys.version_info[1]) | (0x10000 if sys.byteorder == "big" else 0)
+
+
+def manifest_digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def stat_fields(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+class HitRecord:
+    """One entry's packed record. ``head``: the manifest's fields except deps/absent (a dict)."""
+
+    __slots__ = ("head", "dep_paths", "hashes", "stats", "absent_blob", "binary_stamp", "mstat", "mdigest")
+
+    def __init__(self, head: dict, dep_paths: bytes, hashes: bytes, stats: array, absent_blob: bytes,
+                 binary_stamp: tuple[int, ...], mstat: tuple[int, ...], mdigest: bytes) -> None:
+        self.head = head
+        self.dep_paths = dep_paths  # anchored paths, each preceded by b"\0" (fs encoding)
+        self.hashes = hashes  # n * 32 ASCII hex digits
+        self.stats = stats  # array('q'): n * (size, mtime_ns, ctime_ns, inode)
+        self.absent_blob = absent_blob
+        self.binary_stamp = binary_stamp  # stat of the binary when its sha256 was last verified
+        self.mstat, self.mdigest = mstat, mdigest
+
+    # -- building ------------------------------------------------------------------------------
+    @classmethod
+    def from_manifest(cls, data: dict, manifest_bytes: bytes, mstat: tuple[int, ...],
+                      stat_cache: dict | None = None) -> "HitRecord | None":
+        """From a manifest's dict; None if it cannot be packed (then the JSON path serves)."""
+        stat_cache = stat_cache or {}
+        deps = data.get("deps") or []
+        paths, hashes, stats = [], [], array("q")
+        try:
+            for d in deps:
+                p, h = d["path"], d.get("xxh3") or ""
+                if len(h) != _HASH_W or not h.isascii():
+                    return None
+                st = stat_cache.get(p) or d.get("stat") or ()
+                st = list(st)[:_FIELDS] if len(st) >= _FIELDS else [-1] * _FIELDS
+                paths.append(os.fsencode(p))
+                hashes.append(h.encode())
+                stats.extend(int(x) for x in st)
+            absent = [os.fsencode(a) for a in data.get("absent") or []]
+        except (TypeError, KeyError, AttributeError, ValueError, OverflowError):
+            return None
+        head = {k: v for k, v in data.items() if k not in ("deps", "absent")}
+        so_name = head.get("so_name")
+        stamp = stat_cache.get(f"binary:{so_name}") or ()
+        stamp = tuple(int(x) for x in stamp) if len(stamp) == _FIELDS else (0,) * _FIELDS
+        return cls(head, b"".join(b"\0" + p for p in paths), b"".join(hashes), stats,
+                   b"".join(b"\0" + a for a in absent), stamp, mstat, manifest_digest(manifest_bytes))
+
+    def pack(self) -> bytes:
+        head = marshal.dumps(self.head)
+        n = len(self.stats) // _FIELDS
+        return b"".join((
+            _HEADER.pack(_MAGIC, _VERSION, _PY, *self.mstat, self.mdigest, zlib.crc32(head), n,
+                         self.absent_blob.count(b"\0"), len(head), len(self.dep_paths), len(self.absent_blob),
+                         *self.binary_stamp),
+            head, self.dep_paths, self.absent_blob, self.hashes, self.stats.tobytes()))
+
+    # -- reading -------------------------------------------------------------------------------
+    @classmethod
+    def unpack(cls, data: bytes) -> "HitRecord | None":
+        """The record in ``data``; None when it is of another version, truncated or damaged."""
+        try:
+            (magic, version, py, s0, s1, s2, s3, mdigest, crc, n, _n_absent, lh, lp, la,
+             b0, b1, b2, b3) = _HEADER.unpack_from(data)
+        except struct.error:
+            return None
+        if magic != _MAGIC or version != _VERSION or py != _PY:
+            return None
+        o = _HEADER.size
+        end = o + lh + lp + la + n * _HASH_W + n * _FIELDS * 8
+        if len(data) != end:
+            return None
+        head_b = data[o:o + lh]
+        if zlib.crc32(head_b) != crc:
+            return None
+        try:
+            head = marshal.loads(head_b)
+        except (ValueError, EOFError, TypeError):
+            return None
+        if not isinstance(head, dict):
+            return None
+        o += lh
+        paths = data[o:o + lp]
+        o += lp
+        absent = data[o:o + la]
+        o += la
+        hashes = data[o:o + n * _HASH_W]
+        o += n * _HASH_W
+        stats = array("q")
+        stats.frombytes(data[o:])
+        if paths.count(b"\0") != n:
+            return None
+        return cls(head, paths, hashes, stats, absent, (b0, b1, b2, b3), (s0, s1, s2, s3), mdigest)
+
+    # -- the check -----------------------------------------------------------------------------
+    def check(self, anchors: list[tuple[str, str]]) -> DepCheck:
+        """Did the recorded dependencies hold? The same rule as ``key.check_deps``.
+
+        One stat per file into an int64 array, one comparison with the recorded array; only a
+        file whose stat moved is re-hashed (bytes decide). ``refreshed``: anchored path -> new
+        stat of files whose bytes were equal.
+        """
+        paths = _resolved(self.dep_paths, anchors)
+        cur = array("q")
+        put, stat = cur.append, os.stat
+        try:
+            for p in paths:
+                st = stat(p)
+                put(st.st_size)
+                put(st.st_mtime_ns)
+                put(st.st_ctime_ns)
+                put(st.st_ino)
+        except OSError:
+            i = len(cur) // _FIELDS
+            return DepCheck(False, f"header {self._anchored(i)} no longer exists")
+        refreshed: dict[str, list[int]] = {}
+        if cur != self.stats:
+            from .toolchain import content_hash
+
+            rec = self.stats
+            for i in range(len(paths)):
+                j = i * _FIELDS
+                if cur[j:j + _FIELDS] == rec[j:j + _FIELDS]:
+                    continue
+                name = self._anchored(i)
+                try:
+                    digest = content_hash(paths[i])
+                except OSError as e:
+                    return DepCheck(False, f"header {name} unreadable: {e}")
+                if digest.encode() != self.hashes[i * _HASH_W:(i + 1) * _HASH_W]:
+                    return DepCheck(False, f"header {name} changed (content hash differs)")
+                refreshed[name] = cur[j:j + _FIELDS].tolist()
+        if self.absent_blob:
+            exists = os.path.exists
+            for i, p in enumerate(_resolved(self.absent_blob, anchors)):
+                if exists(p):
+                    name = os.fsdecode(self.absent_blob.split(b"\0")[i + 1])
+                    return DepCheck(False, f"new header {name} shadows the one used before")
+        return DepCheck(True, refreshed=refreshed)
+
+    def _anchored(self, i: int) -> str:
+        return os.fsdecode(self.dep_paths.split(b"\0")[i + 1])
+
+    def refreshed_by(self, refreshed: dict[str, list[int]], binary_stamp: tuple[int, ...] | None) -> "HitRecord":
+        """A copy whose recorded stats are the re-validated ones (bytes were equal)."""
+        stats = array("q", self.stats)
+        if refreshed:
+            index = {os.fsdecode(p): i for i, p in enumerate(self.dep_paths.split(b"\0")[1:])}
+            for name, st in refreshed.items():
+                i = index.get(name)
+                if i is not None and len(st) == _FIELDS:
+                    stats[i * _FIELDS:(i + 1) * _FIELDS] = array("q", st)
+        return HitRecord(self.head, self.dep_paths, self.hashes, stats, self.absent_blob,
+                         binary_stamp or self.binary_stamp, self.mstat, self.mdigest)
+
+
+def _resolved(blob: bytes, anchors: list[tuple[str, str]]) -> list[bytes]:
+    """Absolute paths: each anchor is replaced where a path starts (after its b"\\0")."""
+    if not blob:
+        return []
+    for name, prefix in anchors:
+        blob = blob.replace(b"\0" + name.encode(), b"\0" + os.fsencode(prefix))
+    return blob[1:].split(b"\0")
+
+
+# -- files ---------------------------------------------------------------------------------------
+def load(entry_dir: Path, manifest_name: str) -> HitRecord | None:
+    """The entry's record if it is bound to the ``manifest.json`` beside it, else None.
+
+    Bound: the manifest's stat is the recorded one (one stat), or else its bytes have the
+    recorded digest (a copied or re-installed entry: the manifest is read, not parsed).
+    """
+    try:
+        with open(os.path.join(entry_dir, FILENAME), "rb") as f:
+            rec = HitRecord.unpack(f.read())
+        if rec is None:
+            return None
+        mpath = os.path.join(entry_dir, manifest_name)
+        if tuple(stat_fields(os.stat(mpath))) == rec.mstat:
+            return rec
+        with open(mpath, "rb") as f:
+            if manifest_digest(f.read()) == rec.mdigest:
+                return rec
+    except OSError:
+        pass
+    return None
+
+
+def save(entry_dir: Path, rec: HitRecord) -> None:
+    """Write atomically (temp file + rename). Best effort: an entry whose record cannot be
+    written keeps being served from its manifest."""
+    tmp = os.path.join(entry_dir, f".{FILENAME}.{os.getpid()}.{os.urandom(3).hex()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(rec.pack())
+        os.replace(tmp, os.path.join(entry_dir, FILENAME))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def write_beside(entry_dir: Path, manifest_path: str, data: dict, manifest_bytes: bytes) -> None:
+    """The record of a manifest just written (by the loader, export, the fleet stage)."""
+    try:
+        mstat = tuple(stat_fields(os.stat(manifest_path)))
+    except OSError:
+        return
+    rec = HitRecord.from_manifest(data, manifest_bytes, mstat)
+    if rec is not None:
+        save(entry_dir, rec)
