@@ -108,7 +108,8 @@ def make_spec(name: str, sources: list[str], *, extra_cflags=None, extra_cuda_cf
     try:
         return KernelSpec(
             name=name, sources=[str(p.relative_to(root)) for p in paths], root=root,
-            include_dirs=lines.user_includes, system_include_dirs=lines.system_includes,
+            include_dirs=_flags.search_dirs(lines.cflags, "-I") or lines.user_includes,
+            system_include_dirs=_flags.search_dirs(lines.cflags, "-isystem") or lines.system_includes,
             cflags=lines.cflags, cuda_cflags=lines.cuda_cflags, ldflags=lines.ldflags,
             backend="cuda" if any(p.suffix == ".cu" for p in paths) else "cpu",
             kind=kind, abi=_flags.abi(kind),
@@ -177,6 +178,13 @@ def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str 
     return mod, res
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def _input_digest(spec: KernelSpec) -> str:
     return _versions.digest([str(p) for p in spec.source_paths()],
                             [spec.cflags, spec.cuda_cflags, spec.ldflags, spec.include_dirs, spec.system_include_dirs],
@@ -198,6 +206,10 @@ def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: 
             print(f"The input conditions for extension module {spec.name} have changed. "
                   f"Bumping to version {version} and re-building as {target}...", flush=True)
         mod, res = _load_spec(renamed(spec, target), settings, verbose, kept)
+        if any(f == "-Winvalid-pch" for f in spec.cflags) and res.status == "built":
+            from ._pch import warn_if_unused
+
+            warn_if_unused(_read(Path(res.entry_path) / "build.log"), target)
         if spec.kind != "torch_python" or _versions.claim(mod, res.entry_id):
             _versions.loaded(spec.name, d, version)
             return mod
@@ -237,8 +249,8 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
     """Like :func:`load`, from source strings (``torch.utils.cpp_extension.load_inline``'s signature).
 
     The generated ``main.cpp``/``cuda.cu`` (same text as torch's, ``functions=`` bindings included)
-    are written content-addressed under the cache instead of ``build_directory``; ``use_pch`` is
-    accepted and not used (a cached build is already the fast path).
+    are written content-addressed under the cache instead of ``build_directory``; ``use_pch=True``
+    compiles against a precompiled ``torch/extension.h`` kept in the cache (``_pch``).
     """
     if with_sycl or _list(sycl_sources) or _list(extra_sycl_cflags):
         return _original("load_inline")(
@@ -259,7 +271,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
         if use_pch:
             from . import _pch
 
-            spec = _pch.apply(spec, s)
+            spec = _pch.apply(spec, s, _list(extra_cflags), _list(extra_include_paths))
         return load_versioned(spec, s, verbose, kept=str(root))
     except ExtensionBuildError as e:
         if created and not e.output:  # nothing the compiler said points at these files
