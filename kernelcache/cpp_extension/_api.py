@@ -191,7 +191,24 @@ def _input_digest(spec: KernelSpec) -> str:
                             [spec.kind, *(f"{k}={v}" for k, v in spec.abi.items())])
 
 
-def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str = "") -> Any:
+def _output_copy(so_path: str, build_directory: Any, filename: str) -> None:
+    """Where torch would have written its output, the entry's binary too (a hard link, else a copy):
+    callers inspect ``build_directory`` (torch's own tests run ``cuobjdump`` on it). Nothing there
+    is ever read back: the entry in the cache stays the one that is loaded."""
+    import shutil
+
+    d = Path(os.path.abspath(os.path.expanduser(str(build_directory))))
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{filename}.{os.getpid()}.tmp"
+    try:
+        os.link(so_path, tmp)
+    except OSError:
+        shutil.copy2(so_path, tmp)
+    os.replace(tmp, d / filename)
+
+
+def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str = "",
+                   build_directory: Any = None) -> Any:
     """Load ``spec`` under torch's in-process module name for its inputs, checked by identity.
 
     The first inputs of a name in this process load as ``name``; other inputs as ``name_v1``,
@@ -212,6 +229,8 @@ def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: 
             warn_if_unused(_read(Path(res.entry_path) / "build.log"), target)
         if spec.kind != "torch_python" or _versions.claim(mod, res.entry_id):
             _versions.loaded(spec.name, d, version)
+            if build_directory is not None:
+                _output_copy(res.so_path, build_directory, Path(res.so_path).name)
             return mod
         version, new = _versions.bump(spec.name, version), True
     raise RuntimeError(f"extension {spec.name!r}: the module imported as {target!r} belongs to another "
@@ -226,7 +245,8 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
 
     Same arguments and results as ``torch.utils.cpp_extension.load``: a pybind11 module, the
     library path (``is_python_module=False``, loaded into the process) or the executable path
-    (``is_standalone=True``). ``build_directory``, ``keep_intermediates`` and
+    (``is_standalone=True``). ``build_directory`` receives a copy of the output (torch's file
+    name), but the build never happens there; ``keep_intermediates`` and
     ``TORCH_EXTENSIONS_DIR`` do not decide where the build happens (entries are immutable and
     content-addressed under the kernelcache dir); SYCL sources are handed to torch unchanged.
     """
@@ -238,7 +258,7 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
     spec = make_spec(name, _list(sources), extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                      extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths, with_cuda=with_cuda,
                      is_python_module=is_python_module, is_standalone=is_standalone, settings=s)
-    return load_versioned(spec, s, verbose)
+    return load_versioned(spec, s, verbose, build_directory=build_directory)
 
 
 def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
@@ -272,7 +292,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
             from . import _pch
 
             spec = _pch.apply(spec, s, _list(extra_cflags), _list(extra_include_paths))
-        return load_versioned(spec, s, verbose, kept=str(root))
+        return load_versioned(spec, s, verbose, kept=str(root), build_directory=build_directory)
     except ExtensionBuildError as e:
         if created and not e.output:  # nothing the compiler said points at these files
             inline_sources.discard(root)

@@ -5,12 +5,13 @@ inline extension compiled with the same flags. torch writes ``extension.h.gch`` 
 header inside its installation, decides reuse by a signature of its command line (never by the
 headers' content) and lets g++ silently skip a precompiled header that does not fit.
 
-Here the precompiled header lives in ``<cache>/v1/dropin/pch/<key>/torch/extension.h.gch``:
+Here the precompiled header lives in ``<cache>/v1/dropin/pch/<flags>/<content>/torch/extension.h.gch``:
 
 * keyed by the compiler's identity and the extension's compile flags (less the name define,
   which the header never reads), so extensions with the same flags share one;
-* built under a file lock into a private directory and published by one rename, with the list
-  of every file the compiler read (``-MD``) and their sha256 next to it;
+* built under a file lock into a private directory and published by one rename, named by the
+  digest of every file the compiler read (``-MD``, sha256 each, listed next to it) and of the
+  ``.gch``; extensions name that directory in their flags, so their keys follow its content;
 * validated before each use: the recorded files must still hold the recorded bytes (a stat
   fingerprint stands in for the hash while unchanged), the ``.gch`` too; otherwise it is rebuilt,
   never used stale;
@@ -93,67 +94,89 @@ def _parse_depfile(text: str) -> list[str]:
     return out
 
 
+def _gch(d: Path) -> Path:
+    return d / "torch" / "extension.h.gch"
+
+
 def is_valid(d: Path) -> bool:
-    """Every file the header was built from (and the .gch) still holds its recorded bytes."""
+    """Every file the header was built from, and the .gch, still hold their recorded bytes."""
     try:
         record = json.loads((d / "deps.json").read_text())
-        for path, digest, fp in record["files"]:
+        files = [*record["files"], [str(_gch(d)), record["gch"][0], record["gch"][1]]]
+        for path, digest, fp in files:
             if _fingerprint(path) != fp and toolchain.sha256_file(path) != digest:
                 return False
         return True
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
         return False
 
 
-def _build(final: Path, cxx: str, header: str, flags: list[str]) -> None:
-    tmp = final.parent / f".tmp.{os.getpid()}.{os.urandom(4).hex()}"
-    gch = tmp / HEADER
-    gch = gch.with_name(gch.name + ".gch")
-    gch.parent.mkdir(parents=True)
+def _current(flag_dir: Path) -> Path | None:
+    try:
+        name = (flag_dir / "current").read_text().strip()
+    except OSError:
+        return None
+    return flag_dir / name if name else None
+
+
+def _build(flag_dir: Path, cxx: str, header: str, flags: list[str]) -> Path:
+    """Build into a private dir, publish as ``<flag_dir>/<content digest>`` and point ``current`` at it."""
+    tmp = flag_dir / f".tmp.{os.getpid()}.{os.urandom(4).hex()}"
+    _gch(tmp).parent.mkdir(parents=True)
     dep = tmp / "extension.d"
-    argv = [cxx, "-x", "c++-header", header, "-o", str(gch), "-MD", "-MF", str(dep), *flags]
+    argv = [cxx, "-x", "c++-header", header, "-o", str(_gch(tmp)), "-MD", "-MF", str(dep), *flags]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
             raise PchError(f"Compile PreCompile Header fail, command: {' '.join(argv)}\n{proc.stdout}{proc.stderr}")
-        files = [os.path.realpath(p) for p in _parse_depfile(dep.read_text())]
+        paths = [os.path.realpath(p) for p in _parse_depfile(dep.read_text())]
         dep.unlink()
-        record = [[p, toolchain.sha256_file(p), _fingerprint(p)] for p in dict.fromkeys(files)]
-        record.append([str(final / HEADER) + ".gch", toolchain.sha256_file(gch), None])
-        (tmp / "deps.json").write_text(json.dumps({"format": FORMAT, "command": argv, "files": record}))
-        if final.exists():  # an invalid one: set aside, then replaced by one rename
-            aside = final.parent / f".stale.{os.getpid()}.{os.urandom(4).hex()}"
-            os.rename(final, aside)
-            shutil.rmtree(aside, ignore_errors=True)
-        os.rename(tmp, final)
+        files = [[p, toolchain.sha256_file(p), _fingerprint(p)] for p in dict.fromkeys(paths)]
+        gch_sha = toolchain.sha256_file(_gch(tmp))
+        digest = hashlib.sha256(json.dumps([[f[0], f[1]] for f in files] + [gch_sha]).encode()).hexdigest()[:32]
+        final = flag_dir / digest
+        if not is_valid(final):
+            (tmp / "deps.json").write_text(json.dumps({"format": FORMAT, "command": argv, "files": files,
+                                                       "gch": [gch_sha, None]}))
+            if final.exists():  # damaged: set aside, replaced by one rename
+                os.rename(final, flag_dir / f".stale.{os.getpid()}.{os.urandom(4).hex()}")
+            os.rename(tmp, final)
+            record = json.loads((final / "deps.json").read_text())
+            record["gch"][1] = _fingerprint(str(_gch(final)))  # its stat is only known at its final path
+            (final / "deps.json").write_text(json.dumps(record))
+        pointer = flag_dir / f".current.{os.getpid()}"
+        pointer.write_text(digest)
+        os.replace(pointer, flag_dir / "current")
+        return final
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    # The .gch's own fingerprint is only known at its final path.
-    record_path = final / "deps.json"
-    data = json.loads(record_path.read_text())
-    data["files"][-1][2] = _fingerprint(data["files"][-1][0])
-    record_path.write_text(json.dumps(data))
 
 
 def ensure(spec: KernelSpec, settings: "Settings") -> Path | None:
     """The directory holding a valid precompiled header for ``spec``'s flags (built if needed);
-    None when there is nothing to precompile (no torch/extension.h, or not a g++)."""
+    None when there is nothing to precompile (no torch/extension.h among the include dirs).
+
+    The directory is named by the digest of what the header was built from (every file the
+    compiler read, and the .gch), and extensions name that directory in their flags: when torch's
+    headers change, the header is rebuilt under a new name, so every extension's key changes too
+    (g++ does not list a precompiled header's inputs in the extension's own depfile)."""
     header = header_path(spec)
     if header is None or not any(s.endswith((".cpp", ".cc", ".cxx")) for s in spec.sources):
         return None
     cxx = os.path.realpath(toolchain.find_cxx())
     flags = pch_flags(spec)
-    base = Layout(settings.cache_dir).dropin / "pch"
-    final = base / _key(cxx, header, flags, settings.memo_dir)
-    if is_valid(final):
-        return final
-    base.mkdir(parents=True, exist_ok=True)
+    flag_dir = Layout(settings.cache_dir).dropin / "pch" / _key(cxx, header, flags, settings.memo_dir)
+    d = _current(flag_dir)
+    if d is not None and is_valid(d):
+        return d
+    flag_dir.mkdir(parents=True, exist_ok=True)
     from filelock import FileLock
 
-    with FileLock(str(base / f"{final.name}.lock")):
-        if not is_valid(final):  # double-checked: another process may have built it meanwhile
-            _build(final, cxx, header, flags)
-    return final
+    with FileLock(str(flag_dir / "lock")):
+        d = _current(flag_dir)  # double-checked: another process may have built it meanwhile
+        if d is not None and is_valid(d):
+            return d
+        return _build(flag_dir, cxx, header, flags)
 
 
 def apply(spec: KernelSpec, settings: "Settings", extra_cflags=None, extra_include_paths=None) -> KernelSpec:
@@ -189,6 +212,8 @@ def _publish_for_torch(d: Path, spec: KernelSpec, extra_cflags, extra_include_pa
         if os.path.isfile(header + ".gch") and os.path.isfile(sign_path) and Path(sign_path).read_text() == sign:
             return
         tmp = f"{header}.gch.{os.getpid()}.tmp"
+        # A copy, not a link (~0.8 GB for torch 2.13): torch rewrites its file in place when it
+        # rebuilds it, which must never touch the cache's bytes.
         shutil.copyfile(str(d / HEADER) + ".gch", tmp)
         os.replace(tmp, header + ".gch")
         Path(sign_path).write_text(sign)

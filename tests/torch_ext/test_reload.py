@@ -70,7 +70,11 @@ def test_a_module_of_another_binary_is_never_handed_back(torch_env):
 def test_a_library_loaded_again_with_new_code_returns_the_new_library(torch_env):
     from kernelcache import cpp_extension
 
+    out = torch_env.tmp / "build_dir"
     paths = [cpp_extension.load_inline("kc_reloaded_lib", LIBRARY.format(value=v), is_python_module=False,
-                                       no_implicit_headers=True) for v in (1, 2)]
+                                       no_implicit_headers=True, build_directory=str(out)) for v in (1, 2)]
     assert paths[0] != paths[1]
     assert [ctypes.CDLL(p).kc_value() for p in paths] == [1, 2]
+    # build_directory gets torch's output names too (callers inspect it, e.g. with cuobjdump)
+    assert [(out / n).read_bytes() for n in ("kc_reloaded_lib.so", "kc_reloaded_lib_v1.so")] == [
+        open(p, "rb").read() for p in paths]
