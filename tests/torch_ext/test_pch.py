@@ -98,7 +98,8 @@ def test_the_precompiled_header_is_built_once_and_used_by_extensions_with_the_sa
         compile_line = m["inputs"]["commands"]["compile"][0]
         # the extension names the header's content directory: its key follows the headers' bytes
         assert f"-I{pch}" in compile_line and "-Winvalid-pch" in compile_line
-    assert all(os.path.exists(p) for p in _torch_pch_files())  # where torch's own use_pch leaves them
+    # (torch's own copy in torch/include is not asserted here: plain torch's load_inline in any
+    # other process removes it; torch's test_gen_extension_h_pch checks it, see RESULTS.md)
 
 
 def test_a_changed_or_foreign_precompiled_header_is_not_valid(pch_cache, tmp_path):
