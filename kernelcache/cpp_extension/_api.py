@@ -291,8 +291,11 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
         if use_pch:
             from . import _pch
 
-            spec = _pch.apply(spec, s, _list(extra_cflags), _list(extra_include_paths))
-        return load_versioned(spec, s, verbose, kept=str(root), build_directory=build_directory)
+            spec = _pch.apply(spec, s)
+        mod = load_versioned(spec, s, verbose, kept=str(root), build_directory=build_directory)
+        if use_pch:
+            _pch.publish_for_torch(spec, _list(extra_cflags), _list(extra_include_paths))
+        return mod
     except ExtensionBuildError as e:
         if created and not e.output:  # nothing the compiler said points at these files
             inline_sources.discard(root)

@@ -179,14 +179,13 @@ def ensure(spec: KernelSpec, settings: "Settings") -> Path | None:
         return _build(flag_dir, cxx, header, flags)
 
 
-def apply(spec: KernelSpec, settings: "Settings", extra_cflags=None, extra_include_paths=None) -> KernelSpec:
+def apply(spec: KernelSpec, settings: "Settings") -> KernelSpec:
     """``spec`` compiled against the shared precompiled header (unchanged when none applies)."""
     import dataclasses
 
     d = ensure(spec, settings)
     if d is None:
         return spec
-    _publish_for_torch(d, spec, extra_cflags, extra_include_paths)
     return dataclasses.replace(spec, cflags=[f"-I{d}", "-Winvalid-pch", *spec.cflags],
                                include_dirs=[str(d), *spec.include_dirs])
 
@@ -199,12 +198,14 @@ def warn_if_unused(build_log: str, name: str) -> None:
                       RuntimeWarning, stacklevel=3)
 
 
-def _publish_for_torch(d: Path, spec: KernelSpec, extra_cflags, extra_include_paths) -> None:
-    """Best effort: torch's own ``extension.h.gch`` (+ ``.sign``), as torch's ``use_pch`` leaves them,
-    so torch's code paths (and tests) see what ``use_pch=True`` promises. The cache's copy is the
-    one the drop-in compiles against; this one is only ever read by torch itself."""
+def publish_for_torch(spec: KernelSpec, extra_cflags, extra_include_paths) -> None:
+    """Best effort, after a load that used it: torch's own ``extension.h.gch`` (+ ``.sign``), as
+    torch's ``use_pch`` leaves them, so torch's code paths (and tests) see what ``use_pch=True``
+    promises. The cache's copy is the one the drop-in compiles against; this one is only ever read
+    by torch itself."""
     header = header_path(spec)
-    if header is None:
+    d = next((Path(f[2:]) for f in spec.cflags if f.startswith("-I") and (Path(f[2:]) / "deps.json").is_file()), None)
+    if header is None or d is None:
         return
     try:
         sign = _torch_signature(header, spec, extra_cflags, extra_include_paths)
