@@ -215,8 +215,12 @@ def publish_for_torch(spec: KernelSpec, extra_cflags, extra_include_paths) -> No
         tmp = f"{header}.gch.{os.getpid()}.tmp"
         # A copy, not a link (~0.8 GB for torch 2.13): torch rewrites its file in place when it
         # rebuilds it, which must never touch the cache's bytes.
-        shutil.copyfile(str(d / HEADER) + ".gch", tmp)
-        os.replace(tmp, header + ".gch")
+        try:
+            shutil.copyfile(str(d / HEADER) + ".gch", tmp)
+            os.replace(tmp, header + ".gch")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         Path(sign_path).write_text(sign)
     except Exception:  # noqa: BLE001 - a read-only installation, another torch: only the cache's copy is used
         pass
