@@ -9,17 +9,22 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 from . import events, key, toolchain
 from .errors import BuildError
 from .plan import IDENTITY_SYMBOL, BuildPlan
 
 HEARTBEAT_S = 30.0
+STOP_GRACE_S = 10.0  # how long ninja may take to stop its commands after SIGTERM
 
 
 @dataclass
@@ -78,20 +83,110 @@ def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str], 
         argv += ["-j", str(jobs)]
     if target:
         argv.append(target)
-    # Long CUDA builds take minutes: say so every HEARTBEAT_S instead of going silent.
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            stdin=subprocess.DEVNULL)
-    t0 = time.monotonic()
-    while True:
-        try:
-            stdout, _ = proc.communicate(timeout=HEARTBEAT_S)
-            break
-        except subprocess.TimeoutExpired:
-            events.emit("build_progress", name=plan.spec.name, seconds=time.monotonic() - t0)
+    with _compiler_processes(argv) as proc:
+        # Long CUDA builds take minutes: say so every HEARTBEAT_S instead of going silent.
+        t0 = time.monotonic()
+        while True:
+            try:
+                stdout, _ = proc.communicate(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                events.emit("build_progress", name=plan.spec.name, seconds=time.monotonic() - t0)
     out = stdout or ""
     log.append(out)
     if proc.returncode != 0:
         raise BuildError(plan.spec.name, _failed_command(out) or shlex.join(argv), out, proc.returncode)
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived during a build (raised by the handler installed for the build's duration)."""
+
+
+@contextmanager
+def _compiler_processes(argv: list[str]) -> Iterator[subprocess.Popen]:
+    """Run ninja; an interrupted or failed wait stops ninja and every compiler it started.
+
+    ninja runs each command in a process group of its own, so a signal to the Python process
+    alone (``kill -INT <pid>``, a job runner's SIGTERM) reaches neither ninja nor ``cc1plus``:
+    they would run on as orphans. On any exception here (KeyboardInterrupt included) ninja gets
+    SIGTERM, which it forwards to each running command's group, then is waited for. SIGTERM
+    itself kills Python without unwinding, so while a build runs in the main thread with the
+    default SIGTERM action, a handler turns it into an exception; after the cleanup the process
+    dies of SIGTERM as it would have.
+    """
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    previous = _catch_sigterm()
+    try:
+        yield proc
+    except BaseException as e:
+        _stop(proc)
+        if isinstance(e, _Terminated):
+            _restore_sigterm(previous)
+            previous = None
+            os.kill(os.getpid(), signal.SIGTERM)  # the default action, now that nothing is left running
+        raise
+    finally:
+        if previous is not None:
+            _restore_sigterm(previous)
+
+
+def _catch_sigterm() -> Any:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None  # the application handles SIGTERM: its handler decides
+
+        def raise_terminated(signum: int, frame: Any) -> None:
+            raise _Terminated()
+
+        signal.signal(signal.SIGTERM, raise_terminated)
+        return signal.SIG_DFL
+    except ValueError:  # not the main interpreter
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to ninja (it stops its commands' process groups), SIGKILL if it does not exit."""
+    if proc.poll() is not None:
+        return
+    groups = _child_groups(proc.pid)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        for pgid in groups:  # ninja's commands, each the leader of its own group
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.wait()
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _child_groups(pid: int) -> list[int]:
+    """Process groups led by ``pid``'s children (ninja's running commands), from /proc."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    out = []
+    for k in kids:
+        try:
+            if os.getpgid(int(k)) == int(k):
+                out.append(int(k))
+        except OSError:
+            pass
+    return out
 
 
 def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path, jobs: int | None = None) -> BuildOutput:

@@ -38,15 +38,46 @@ def of_module(mod: Any) -> dict:
     return {"functions": functions, "classes": classes, "attributes": attributes}
 
 
-def import_path(name: str, path: str) -> Any:
-    """Import an extension module from a file the way torch's JIT does (not put in sys.modules)."""
+def _import(qualname: str, path: str) -> Any:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(qualname, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {name} from {path}")
+        raise ImportError(f"cannot import {qualname} from {path}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def _from_file(mod: Any, path: str) -> bool:
+    import os
+
+    origin = getattr(mod, "__file__", None)  # (importlib overwrites __spec__ on a module it is handed back)
+    try:
+        return origin is not None and os.path.samefile(origin, path)
+    except OSError:
+        return False
+
+
+def import_path(name: str, path: str) -> Any:
+    """Import an extension module from a file the way torch's JIT does (not put in sys.modules).
+
+    Never a module made from another file: pybind11 (3.x) remembers every module it created by
+    name and returns that one when a *different* binary is imported under the same name later in
+    the process. Such a binary is imported under a private dotted name instead (the init symbol
+    comes from the last component, so ``PyInit_<name>`` is still the one called), which gives a
+    module really made from ``path``.
+    """
+    mod = _import(name, path)
+    if _from_file(mod, path):
+        return mod
+    import hashlib
+
+    private = f"_kernelcache_{hashlib.sha256(path.encode()).hexdigest()[:16]}.{name}"
+    mod = _import(private, path)
+    if not _from_file(mod, path):
+        raise ImportError(f"importing {path} as {name!r} returned the module of another file "
+                          f"({getattr(mod, '__file__', None)})")
     return mod
 
 

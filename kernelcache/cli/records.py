@@ -7,6 +7,13 @@ anchored command lines (source order, flags, include dirs, link flags, schemas),
 entry's ``build.ninja`` holds the real path of each source, which gives back the ``root``.
 The spec rebuilt from them produces the same command lines, so its key is the entry's key while
 the sources and headers are unchanged, and ``explain`` then says exactly what changed since.
+
+Each kind is rebuilt its own way: a tvm-ffi entry's flags are what remains once tvm-ffi's base
+flags are taken off; a torch entry (``torch_python`` / ``torch_library`` / ``executable``) ran
+the drop-in's flags verbatim, so its flags are the command lines themselves, and its kind and
+torch ABI facts come from the recorded inputs. Fetched (fleet) entries carry no ``build.ninja``:
+their root is the directory under this cache's generated sources (``inline/``) whose files hold
+the recorded bytes; when no such directory exists the error says so instead of "unknown".
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ import os
 from pathlib import Path
 
 from .. import toolchain
-from ..errors import UnknownKernel
+from ..errors import KernelCacheError, UnknownKernel
 from ..manifest import Manifest
 from ..plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS, ROOT
 from ..spec import KernelSpec, specs_from_ref
@@ -42,7 +49,13 @@ def resolve(names: list[str], refs: list[str], settings, default_all: bool = Tru
         else:
             spec = from_records(n, settings)
             if spec is None:
-                raise UnknownKernel(n, sorted({*shipped_kernel_names(), *declared, *recorded_names(settings)}))
+                recorded = recorded_names(settings)
+                if n in recorded:
+                    raise KernelCacheError(
+                        f"kernel {n!r} is in the cache, but none of its entries says where its sources are on "
+                        "this host (entries fetched from the fleet record only their bytes); name its spec "
+                        "with --spec MODULE:FUNC")
+                raise UnknownKernel(n, sorted({*shipped_kernel_names(), *declared, *recorded}))
             out[n] = spec
     return out
 
@@ -54,17 +67,17 @@ def recorded_names(settings) -> set[str]:
 
 
 def from_records(name: str, settings) -> KernelSpec | None:
-    """The spec of the most recently used entry of ``name`` built on this host, or None."""
+    """The spec of the most recently used entry of ``name`` (built here first, then fetched), or None."""
+    from .. import manifest as manifest_mod
+    from ..layout import Layout
     from ..storage.local import LocalStore
 
     store = LocalStore(settings)
-    infos = sorted((i for i in store.infos(name) if i.area == "entries"), key=lambda i: -i.last_used)
+    infos = sorted(store.infos(name), key=lambda i: (i.area != "entries", -i.last_used))
     for info in infos:
-        from .. import manifest as manifest_mod
-
         m = manifest_mod.read(info.path)
         if m is not None:
-            spec = spec_of(Entry(info.path, m))
+            spec = spec_of(Entry(info.path, m), Layout(settings.cache_dir).inline)
             if spec is not None:
                 return spec
     return None
@@ -92,6 +105,25 @@ def _root_of(entry_dir: Path, rels: list[str]) -> str | None:
     return None
 
 
+def _inline_root(inline: Path | None, sources: dict) -> str | None:
+    """The generated-sources directory (``inline/<name>/<digest>``) holding exactly these bytes."""
+    import hashlib
+
+    if inline is None or not sources:
+        return None
+    try:
+        groups = [g for n in inline.iterdir() if n.is_dir() for g in n.iterdir() if g.is_dir()]
+    except OSError:
+        return None
+    for d in groups:
+        try:
+            if all(hashlib.sha256((d / rel).read_bytes()).hexdigest() == h for rel, h in sources.items()):
+                return str(d)
+        except OSError:
+            continue
+    return None
+
+
 def _split_includes(flags: list[str]) -> tuple[list[str], list[str], list[str]]:
     """(cflags, include dirs, system include dirs) of ``[*base-stripped flags, *include flags]``."""
     if TVM_INCLUDE not in flags:
@@ -105,7 +137,7 @@ def _split_includes(flags: list[str]) -> tuple[list[str], list[str], list[str]]:
     return before, inc, sys_inc
 
 
-def spec_of(entry: Entry) -> KernelSpec | None:
+def spec_of(entry: Entry, inline: Path | None = None) -> KernelSpec | None:
     """Rebuild the KernelSpec an entry was built from (None when its records do not say)."""
     m: Manifest = entry.manifest
     cmds = (m.inputs or {}).get("commands") or {}
@@ -116,10 +148,13 @@ def spec_of(entry: Entry) -> KernelSpec | None:
     for c in compile_cmds:
         src = c[c.index("-c") + 1] if "-c" in c else ""
         rels.append(src[len(ROOT) + 1:] if src.startswith(ROOT + "/") else src)
-    root = _root_of(entry.path, rels)
+    root = _root_of(entry.path, rels) or _inline_root(inline, (m.inputs or {}).get("sources") or {})
     if root is None:
         return None
     anchors = _anchors(root)
+    kind = (m.inputs or {}).get("kind") or m.kind or "tvm_ffi"
+    if kind != "tvm_ffi":
+        return _foreign_spec(m, rels, compile_cmds, cmds["link"], root, anchors, kind)
 
     def real(tok: str) -> str:
         for name, prefix in anchors:
@@ -161,3 +196,39 @@ def spec_of(entry: Entry) -> KernelSpec | None:
 def _anchors(root: str) -> list[tuple[str, str]]:
     tvm_dir = toolchain.tvm_ffi_paths().package_dir
     return [(ROOT, root), ("${TVM_FFI}", tvm_dir), ("${SITE}", os.path.dirname(tvm_dir))]
+
+
+def _flags_between(cmd: list[str]) -> list[str]:
+    """The flags of a compile line ``[tool, -MD, -MF, depfile, *flags, -c, source, -o, object]``."""
+    return cmd[cmd.index("-MF") + 2: cmd.index("-c")] if "-MF" in cmd and "-c" in cmd else []
+
+
+def _foreign_spec(m: Manifest, rels: list[str], compile_cmds: list, link: list[str], root: str,
+                  anchors: list[tuple[str, str]], kind: str) -> KernelSpec | None:
+    """A torch-kind entry: the drop-in's flags ran verbatim (plan._foreign_plan), so they are read
+    back as they are; kind and the torch/Python ABI facts come from the recorded inputs."""
+    def real(tok: str) -> str:
+        for name, prefix in anchors:
+            tok = tok.replace(name, prefix)
+        return tok
+
+    cflags: list[str] = []
+    cuda_cflags: list[str] = []
+    for rel, c in zip(rels, compile_cmds):
+        if rel.endswith(".cu"):
+            cuda_cflags = _flags_between(c)
+        elif not rel.endswith(".c"):  # C sources run the C++ flags less -std=c++*
+            cflags = _flags_between(c)
+    out = link.index("-o") if "-o" in link else len(link)
+    objs = [i for i, tok in enumerate(link[:out]) if tok.startswith("${BUILD}/")]
+    ld = link[(objs[-1] + 1 if objs else 1):out]
+    cflags, cuda_cflags, ld = [real(f) for f in cflags], [real(f) for f in cuda_cflags], [real(f) for f in ld]
+    inc = [f[2:] for f in cflags if f.startswith("-I") and len(f) > 2]  # (as the drop-in derives them)
+    sys_inc = [cflags[i + 1] for i, f in enumerate(cflags[:-1]) if f == "-isystem"]
+    try:
+        return KernelSpec(name=m.name, sources=rels, root=root, include_dirs=inc, system_include_dirs=sys_inc,
+                          cflags=cflags, cuda_cflags=cuda_cflags, ldflags=ld, kind=kind,
+                          abi=dict((m.inputs or {}).get("extra_abi") or {}),
+                          backend=(m.inputs or {}).get("backend", "auto"))
+    except ValueError:
+        return None

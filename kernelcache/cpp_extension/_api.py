@@ -11,14 +11,16 @@ import. Where torch's semantics and the cache differ, see docs/torch_cpp_extensi
 """
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BuildError
+from ..errors import BuildError, SpecError
 from ..spec import KernelSpec
-from . import _flags
+from . import _flags, _versions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
@@ -34,10 +36,27 @@ class ExtensionBuildError(BuildError):
     output, exit status). Nothing is cached for a failed build: fix the cause and call again.
     """
 
-    def __init__(self, name: str, err: BuildError):
+    def __init__(self, name: str, err: BuildError, kept: str = ""):
         self.spec_name, self.command, self.output, self.returncode = name, err.command, err.output, err.returncode
-        RuntimeError.__init__(self, f"Error building extension '{name}' (exit {err.returncode}).\n"
-                                    f"command: {err.command}\n{err.output.rstrip()}")
+        status = f" (exit {err.returncode})" if err.returncode is not None else ""
+        where = f"\nthe generated sources are kept in {kept}" if kept else ""
+        RuntimeError.__init__(self, f"Error building extension '{name}'{status}: {err.output.rstrip()}\n"
+                                    f"command: {err.command}{where}")
+
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_name(name: Any) -> str:
+    """The extension name, or torch's kind of error: it becomes the module's ``PyInit_`` symbol,
+    the ``TORCH_EXTENSION_NAME`` define and a directory name, so it must be an identifier."""
+    if not isinstance(name, str):
+        raise TypeError(f"extension name must be a str, got {type(name).__name__}")
+    if not _NAME_RE.match(name):
+        raise ValueError(f"Invalid extension name {name!r}: it must be a valid Python identifier "
+                         "(letters, digits and underscores, not starting with a digit), because it "
+                         "names the built module (PyInit_<name>) and TORCH_EXTENSION_NAME")
+    return name
 
 
 def _settings(settings: "Settings | None") -> "Settings":
@@ -70,6 +89,7 @@ def make_spec(name: str, sources: list[str], *, extra_cflags=None, extra_cuda_cf
               extra_include_paths=None, with_cuda: bool | None = None, is_python_module: bool = True,
               is_standalone: bool = False, settings: "Settings | None" = None) -> KernelSpec:
     """The KernelSpec for a ``load`` call (sources rooted at their common directory)."""
+    check_name(name)
     kind = _kind(is_python_module, is_standalone)
     paths = [Path(p).expanduser().resolve() for p in sources]
     if not paths:
@@ -85,13 +105,29 @@ def make_spec(name: str, sources: list[str], *, extra_cflags=None, extra_cuda_cf
                          _strip(extra_cuda_cflags), _strip(extra_ldflags), _strip(extra_include_paths),
                          bool(with_cuda), is_standalone)
     root = Path(os.path.commonpath([str(p.parent) for p in paths]))
-    return KernelSpec(
-        name=name, sources=[str(p.relative_to(root)) for p in paths], root=root,
-        include_dirs=lines.user_includes, system_include_dirs=lines.system_includes,
-        cflags=lines.cflags, cuda_cflags=lines.cuda_cflags, ldflags=lines.ldflags,
-        backend="cuda" if any(p.suffix == ".cu" for p in paths) else "cpu",
-        kind=kind, abi=_flags.abi(kind),
-    )
+    try:
+        return KernelSpec(
+            name=name, sources=[str(p.relative_to(root)) for p in paths], root=root,
+            include_dirs=_flags.search_dirs(lines.cflags, "-I") or lines.user_includes,
+            system_include_dirs=_flags.search_dirs(lines.cflags, "-isystem") or lines.system_includes,
+            cflags=lines.cflags, cuda_cflags=lines.cuda_cflags, ldflags=lines.ldflags,
+            backend="cuda" if any(p.suffix == ".cu" for p in paths) else "cpu",
+            kind=kind, abi=_flags.abi(kind),
+        )
+    except SpecError as e:  # e.g. a source type torch's JIT does not compile either
+        raise ValueError(f"extension {name!r}: {str(e).replace(f'KernelSpec {name!r}: ', '')}") from None
+
+
+def renamed(spec: KernelSpec, module_name: str) -> KernelSpec:
+    """``spec`` built as ``module_name`` (torch's ``name_v<N>``): entry name and the name define."""
+    if module_name == spec.name:
+        return spec
+    define = _versions.NAME_DEFINE
+
+    def swap(flags):
+        return [define + module_name if f == define + spec.name else f for f in flags]
+
+    return dataclasses.replace(spec, name=module_name, cflags=swap(spec.cflags), cuda_cflags=swap(spec.cuda_cflags))
 
 
 def inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling: bool,
@@ -125,21 +161,80 @@ def _verbose(name: str, res: Any) -> None:
     print(f"kernelcache: extension {name}: {res.status} ({res.reason or 'cached'}) {res.so_path}", flush=True)
 
 
-def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool) -> Any:
+def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str = "") -> tuple[Any, Any]:
     import kernelcache
 
     try:
         mod, res = kernelcache.load_with_result(spec, settings)
-    except BuildError as e:
-        if isinstance(e, ExtensionBuildError):
-            raise
-        raise ExtensionBuildError(spec.name, e) from e
+    except ExtensionBuildError:
+        raise
+    except BuildError as e:  # one error, worded like torch's: the compiler output appears once
+        raise ExtensionBuildError(spec.name, e, kept) from None
     from .. import events
 
     events.emit("extension_loaded", name=spec.name, kind=spec.kind, status=res.status)
     if verbose:
         _verbose(spec.name, res)
-    return mod
+    return mod, res
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _input_digest(spec: KernelSpec) -> str:
+    return _versions.digest([str(p) for p in spec.source_paths()],
+                            [spec.cflags, spec.cuda_cflags, spec.ldflags, spec.include_dirs, spec.system_include_dirs],
+                            [spec.kind, *(f"{k}={v}" for k, v in spec.abi.items())])
+
+
+def _output_copy(so_path: str, build_directory: Any, filename: str) -> None:
+    """Where torch would have written its output, the entry's binary too (a hard link, else a copy):
+    callers inspect ``build_directory`` (torch's own tests run ``cuobjdump`` on it). Nothing there
+    is ever read back: the entry in the cache stays the one that is loaded."""
+    import shutil
+
+    d = Path(os.path.abspath(os.path.expanduser(str(build_directory))))
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / f".{filename}.{os.getpid()}.tmp"
+    try:
+        os.link(so_path, tmp)
+    except OSError:
+        shutil.copy2(so_path, tmp)
+    os.replace(tmp, d / filename)
+
+
+def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str = "",
+                   build_directory: Any = None) -> Any:
+    """Load ``spec`` under torch's in-process module name for its inputs, checked by identity.
+
+    The first inputs of a name in this process load as ``name``; other inputs as ``name_v1``,
+    ``name_v2`` ... (``_versions``). A Python module handed back must come from the entry the
+    load resolved to; one that belongs to another entry moves these inputs to a fresh version.
+    """
+    d = _input_digest(spec)
+    version, new = _versions.version_for(spec.name, d)
+    for _attempt in range(3):
+        target = _versions.module_name(spec.name, version)
+        if verbose and new and version > 0:
+            print(f"The input conditions for extension module {spec.name} have changed. "
+                  f"Bumping to version {version} and re-building as {target}...", flush=True)
+        mod, res = _load_spec(renamed(spec, target), settings, verbose, kept)
+        if any(f == "-Winvalid-pch" for f in spec.cflags) and res.status == "built":
+            from ._pch import warn_if_unused
+
+            warn_if_unused(_read(Path(res.entry_path) / "build.log"), target)
+        if spec.kind != "torch_python" or _versions.claim(mod, res.entry_id):
+            _versions.loaded(spec.name, d, version)
+            if build_directory is not None:
+                _output_copy(res.so_path, build_directory, Path(res.so_path).name)
+            return mod
+        version, new = _versions.bump(spec.name, version), True
+    raise RuntimeError(f"extension {spec.name!r}: the module imported as {target!r} belongs to another "
+                       "build in this process; restart the process to load this one")
 
 
 def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None,
@@ -150,7 +245,8 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
 
     Same arguments and results as ``torch.utils.cpp_extension.load``: a pybind11 module, the
     library path (``is_python_module=False``, loaded into the process) or the executable path
-    (``is_standalone=True``). ``build_directory``, ``keep_intermediates`` and
+    (``is_standalone=True``). ``build_directory`` receives a copy of the output (torch's file
+    name), but the build never happens there; ``keep_intermediates`` and
     ``TORCH_EXTENSIONS_DIR`` do not decide where the build happens (entries are immutable and
     content-addressed under the kernelcache dir); SYCL sources are handed to torch unchanged.
     """
@@ -162,7 +258,7 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
     spec = make_spec(name, _list(sources), extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                      extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths, with_cuda=with_cuda,
                      is_python_module=is_python_module, is_standalone=is_standalone, settings=s)
-    return _load_spec(spec, s, verbose)
+    return load_versioned(spec, s, verbose, build_directory=build_directory)
 
 
 def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
@@ -173,27 +269,39 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
     """Like :func:`load`, from source strings (``torch.utils.cpp_extension.load_inline``'s signature).
 
     The generated ``main.cpp``/``cuda.cu`` (same text as torch's, ``functions=`` bindings included)
-    are written content-addressed under the cache instead of ``build_directory``; ``use_pch`` is
-    accepted and not used (a cached build is already the fast path).
+    are written content-addressed under the cache instead of ``build_directory``; ``use_pch=True``
+    compiles against a precompiled ``torch/extension.h`` kept in the cache (``_pch``).
     """
     if with_sycl or _list(sycl_sources) or _list(extra_sycl_cflags):
         return _original("load_inline")(
             name, cpp_sources, cuda_sources, sycl_sources, functions, extra_cflags, extra_cuda_cflags,
             extra_sycl_cflags, extra_ldflags, extra_include_paths, build_directory, verbose, with_cuda, with_sycl,
             is_python_module, with_pytorch_error_handling, keep_intermediates, use_pch, no_implicit_headers)
+    check_name(name)  # before anything is written: a bad name leaves nothing behind
     s = _settings(settings)
     files = inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers)
     from .. import inline_sources
 
     root, created = inline_sources.materialize(s.cache_dir, f"torch_{name}", files)
-    spec = make_spec(name, [str(root / f) for f in files], extra_cflags=extra_cflags,
-                     extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                     extra_include_paths=extra_include_paths, with_cuda=with_cuda,
-                     is_python_module=is_python_module, is_standalone=False, settings=s)
     try:
-        return _load_spec(spec, s, verbose)
+        spec = make_spec(name, [str(root / f) for f in files], extra_cflags=extra_cflags,
+                         extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                         extra_include_paths=extra_include_paths, with_cuda=with_cuda,
+                         is_python_module=is_python_module, is_standalone=False, settings=s)
+        if use_pch:
+            from . import _pch
+
+            spec = _pch.apply(spec, s)
+        mod = load_versioned(spec, s, verbose, kept=str(root), build_directory=build_directory)
+        if use_pch:
+            _pch.publish_for_torch(spec, _list(extra_cflags), _list(extra_include_paths))
+        return mod
+    except ExtensionBuildError as e:
+        if created and not e.output:  # nothing the compiler said points at these files
+            inline_sources.discard(root)
+        raise  # the compiler's messages name the generated files: they stay (see the message)
     except BaseException:
-        if created:  # a failed call leaves no generated sources behind (as in the tvm-ffi drop-in)
+        if created:  # any other failure leaves no generated sources behind
             inline_sources.discard(root)
         raise
 

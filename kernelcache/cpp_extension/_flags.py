@@ -86,6 +86,19 @@ def from_torch(name: str, sources: list[str], extra_cflags: list[str], extra_cud
     )
 
 
+def search_dirs(flags: list[str], option: str) -> list[str]:
+    """The directories ``option`` (``-I`` or ``-isystem``) adds, in order: every directory the
+    compiler searches, so absent-header probes cover them and a spec read back from an entry's
+    command lines (``kernelcache explain NAME``) names the same ones."""
+    out = []
+    for i, f in enumerate(flags):
+        if f == option and i + 1 < len(flags):
+            out.append(flags[i + 1])
+        elif option == "-I" and f.startswith("-I") and len(f) > 2:
+            out.append(f[2:])
+    return out
+
+
 def _memo_key(args: dict) -> str:
     torch = sys.modules.get("torch")
     facts = {

@@ -66,3 +66,38 @@ def test_install_is_idempotent_and_uninstall_restores_torch(torch_env):
     assert (tce.load, tce.load_inline) == original and not cpp_extension.is_installed()
     cpp_extension.uninstall()  # a no-op when not installed
     assert (tce.load, tce.load_inline) == original
+
+
+def test_invalid_name_is_a_value_error_in_torch_terms_and_leaves_nothing_behind(torch_env):
+    from kernelcache import cpp_extension
+
+    src = torch_env.tmp / "tool.cpp"
+    src.write_text(GOOD)
+    for call in (lambda: cpp_extension.load_inline("bad-name", "int f() { return 1; }"),
+                 lambda: cpp_extension.load("bad-name", [str(src)]),
+                 lambda: cpp_extension.load_inline("1st", "int f() { return 1; }", is_python_module=False)):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert "KernelSpec" not in str(info.value) and "extension name" in str(info.value)
+    leftovers = [str(p) for p in torch_env.cache.rglob("*") if p.is_file()] if torch_env.cache.exists() else []
+    assert not [p for p in leftovers if "bad-name" in p or "1st" in p], leftovers
+    assert torch_env.compiles() == 0
+
+
+def test_a_failed_build_shows_the_compiler_output_once_and_the_file_it_names_exists(torch_env):
+    import re
+    import traceback
+    from pathlib import Path
+
+    from kernelcache import cpp_extension
+
+    with pytest.raises(RuntimeError) as info:
+        cpp_extension.load_inline("kc_err_inline", "int f() { return 1 }\n", no_implicit_headers=True,
+                                  is_python_module=False)
+    err = info.value
+    shown = "".join(traceback.format_exception(err))
+    assert shown.count("error: expected") == 1, shown  # one error, not the loader's and the drop-in's
+    named = set(re.findall(r"(/\S+?\.cpp):\d+", err.output))
+    assert named and all(Path(p).is_file() for p in named), named  # the file the message points at
+    assert "int f() { return 1 }" in Path(named.pop()).read_text()
+    assert torch_env.entries() == []

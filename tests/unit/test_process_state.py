@@ -33,6 +33,7 @@ MEMOS = {
     "kernels/config.py": {"kernels.settings"},
     "kernels/ngram_corpus/call.py": {"kernels.ngram_corpus.native"},
     "kernels/speculative_sampling/call.py": {"kernels.speculative_sampling.runtime"},
+    "cpp_extension/_versions.py": {"cpp_extension.versions"},
 }
 # module-level state that is not a forgettable memo: file -> {name: why}
 NOT_MEMOS = {
@@ -253,3 +254,14 @@ def test_register_replaces_and_reset_all_calls_each():
         assert calls == ["b"] and "test.probe" in process_state.registered()
     finally:
         process_state.register("test.probe", lambda: None)
+
+
+def test_torch_extension_versions_are_forgotten():
+    from kernelcache.cpp_extension import _versions
+
+    assert _versions.version_for("probe_ext", "a") == (0, True)
+    _versions.loaded("probe_ext", "a", 0)
+    assert _versions.version_for("probe_ext", "a") == (0, False)
+    assert _versions.version_for("probe_ext", "b") == (1, True)
+    kc.reset_process_state()
+    assert _versions.version_for("probe_ext", "b") == (0, True)
