@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import gpu, key, toolchain, validate
+from . import anchors, gpu, key, kinds, level1, toolchain, validate
 from . import manifest as manifest_mod
 from .errors import ToolchainError
 from .layout import BUILT
-from .plan import make_plan
 from .settings import Settings, resolve
 from .spec import KernelSpec
 from .storage import prebuilt
@@ -24,7 +23,7 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
     s = resolve(settings)
     store = LocalStore(s)
     tvm_version = toolchain.tvm_ffi_paths().version
-    inst = validate.Installation(tvm_version, key.anchors_of(spec), s.cuda_arch)
+    inst = validate.Installation(tvm_version, anchors.anchors_of(spec), s.cuda_arch)
     pre = []
     for entry in prebuilt.candidates(spec.name, s):
         rej = validate.installation_refusal(spec, entry.manifest, inst, prebuilt.cuda_runtime_loadable, False)
@@ -38,16 +37,16 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
     if usable and not s.rebuild:
         out.update(status="prebuilt", entry=usable["entry"])
     try:
-        plan = make_plan(spec, s)
-        l1 = key.level1(plan, s)
+        plan = kinds.make_plan(spec, s)
+        l1 = level1.level1(plan, s)
     except ToolchainError as e:
         out["reason"] = f"no toolchain: {e}"
         return _fetched(out, spec, s, store, inst)
     out.update(key1=l1.key, inputs=l1.inputs)
-    anchors = key.anchors_for(plan)
+    anchored = anchors.anchors_for(plan)
     first_reason = ""
     for entry in store.candidates(spec.name, l1.key):
-        check = key.check_deps(entry.manifest.deps, entry.manifest.absent, anchors, entry.stat_cache())
+        check = key.check_deps(entry.manifest.deps, entry.manifest.absent, anchored, entry.stat_cache())
         rej = None if check.ok else check.reason
         rej = rej or validate.cpu_refusal(entry.manifest)
         rej = rej or validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True)
@@ -70,7 +69,7 @@ def _fetched(out: dict, spec: KernelSpec, s: Settings, store: LocalStore, inst: 
         archs = gpu.target_archs(s.cuda_arch) if spec.is_cuda else ()
     except ToolchainError:
         return out
-    skey = key.source_key(spec, archs, inst.tvm_ffi_version, s)
+    skey = kinds.source_key(spec, archs, inst.tvm_ffi_version, s)
     out["source_key"] = skey
     for entry in store.fetched(spec.name, skey):
         rej = validate.installation_refusal(spec, entry.manifest, inst, prebuilt.cuda_runtime_loadable, True)
@@ -81,11 +80,11 @@ def _fetched(out: dict, spec: KernelSpec, s: Settings, store: LocalStore, inst: 
     return out
 
 
-def nearest_diff(store: LocalStore, name: str, l1: key.Level1) -> str:
+def nearest_diff(store: LocalStore, name: str, l1: level1.Level1) -> str:
     """Why there is no entry: diff vs the most recently used manifest of the same kernel."""
     infos = [i for i in store.infos(name) if i.area == BUILT]
     if not infos:
         return "no cached entry for this kernel"
     latest = manifest_mod.read(max(infos, key=lambda i: i.last_used).path)
-    diffs = key.diff_inputs(latest.inputs if latest else {}, l1.inputs)
+    diffs = level1.diff_inputs(latest.inputs if latest else {}, l1.inputs)
     return "; ".join(diffs) if diffs else "no entry for this build key"

@@ -80,7 +80,7 @@ def emit(event: str, **fields: Any) -> None:
         if event == "lock_acquired":
             _floats["wait_seconds"] += float(fields.get("waited", 0.0))
         kind = fields.get("kind")
-        if kind and name and kind != "tvm_ffi":  # a label the report shows (a count, so xdist merges it)
+        if kind and name:  # a label the report shows (a count, so xdist merges it)
             _per_kernel[name][f"kind:{kind}"] = 1
         counter = _KERNEL_COUNTERS.get(event)
         if counter and name:

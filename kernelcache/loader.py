@@ -15,16 +15,15 @@ import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from . import events, gpu, key, toolchain, validate
-from .admit import accept, bind_now, dlopen_path, name_lock
+from . import anchors, events, gpu, key, kinds, level1, toolchain, validate
+from .admit import accept, name_lock
 from .admit import reset_process_state as reset_process_state  # re-exported (public API)
 from . import manifest as manifest_mod
-from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
+from .errors import CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
 from .manifest import Manifest
-from .plan import BuildPlan, make_plan
+from .plan import BuildPlan
 from .settings import Settings, resolve
 from .spec import KernelSpec
 from .storage import prebuilt
@@ -77,12 +76,12 @@ class _Ctx:
                 tvm = toolchain.tvm_ffi_paths(self.s.memo_dir).version
             except ToolchainError:
                 return None
-            self._skey = key.source_key(self.spec, archs, tvm, self.s)
+            self._skey = kinds.source_key(self.spec, archs, tvm, self.s)
         return self._skey
 
     def installation(self) -> validate.Installation:
         return validate.Installation(toolchain.tvm_ffi_paths(self.s.memo_dir).version,
-                                     key.anchors_of(self.spec), self.s.cuda_arch)
+                                     anchors.anchors_of(self.spec), self.s.cuda_arch)
 
 
 def _accept(ctx: "_Ctx", entry: Entry) -> tuple[Any, validate.Rejection | None]:
@@ -135,13 +134,13 @@ class _LocalLook:
         self.module, self.entry, self.reason, self.code = module, entry, reason, code
 
 
-def _local(ctx: _Ctx, plan: BuildPlan, l1: key.Level1) -> _LocalLook:
+def _local(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1) -> _LocalLook:
     """Entries under the level-1 key; the first whose recorded headers match and that loads."""
-    anchors = key.anchors_for(plan)
+    anchored = anchors.anchors_for(plan)
     dep_reason, rejected = "", None
     for entry in ctx.store.candidates(ctx.spec.name, l1.key):
         m = entry.manifest
-        check = key.check_deps(m.deps, m.absent, anchors, entry.stat_cache())
+        check = key.check_deps(m.deps, m.absent, anchored, entry.stat_cache())
         cpu = validate.cpu_refusal(m)  # a shared cache dir: built on another CPU (kept, not quarantined)
         if not check.ok or cpu is not None:
             why = check.reason if not check.ok else str(cpu)
@@ -165,7 +164,7 @@ def _local(ctx: _Ctx, plan: BuildPlan, l1: key.Level1) -> _LocalLook:
 
 
 # -- building ------------------------------------------------------------------------------------
-def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
+def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str) -> Entry:
     """Build privately, check schemas (SchemaMismatch: nothing kept), publish atomically."""
     spec = ctx.spec
     try:
@@ -182,14 +181,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
 
         out = build.run_build(plan, l1, bdir, ctx.s.max_jobs)
         problem = validate.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
-        if spec.kind != "tvm_ffi":  # torch kinds: surface from a subprocess (kernelcache/kinds.py)
-            if problem:
-                raise BuildError(spec.name, "<post-link check>", problem)
-            from . import kinds
-
-            found, surface = {}, kinds.fresh_surface(spec, bdir / plan.so_name)
-        else:
-            found, surface = _fresh_tvm_check(ctx, plan, bdir, problem), None
+        found, surface = kinds.of(spec.kind).fresh_check(spec, bdir / plan.so_name, problem)
     except BaseException as e:
         events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         import shutil
@@ -212,27 +204,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
     return Entry(dest, manifest_mod.read(dest) or m)
 
 
-def _fresh_tvm_check(ctx: _Ctx, plan: BuildPlan, bdir: Path, problem: str | None) -> dict:
-    """A fresh tvm-ffi module: every symbol resolves, the exported schemas are the expected ones."""
-    spec = ctx.spec
-    import tvm_ffi
-
-    so = dlopen_path(bdir / plan.so_name, ctx.store)
-    try:
-        bind_now(so)  # first dlopen of this file: every symbol resolved, or a clear error
-    except OSError as e:
-        raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
-    mod = tvm_ffi.load_module(str(so))
-    found = validate.exported_schemas(mod, list(spec.functions))
-    mism = validate.compare(validate.expected_schemas(spec, None), found)
-    if mism:
-        raise SchemaMismatch(spec.name, mism, where="freshly built from the current sources")
-    if problem:
-        raise BuildError(spec.name, "<post-link check>", problem)
-    return found
-
-
-def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[Any, Entry]:
+def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str) -> tuple[Any, Entry]:
     """Build, accept; a rejected fresh build is quarantined and rebuilt once."""
     rej = None
     for _ in range(2):
@@ -281,8 +253,8 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
             events.emit("prebuilt_hit", name=spec.name, entry=entry.entry_id)
             return mod, ctx.result("prebuilt", entry)
     try:
-        plan = make_plan(spec, s)
-        l1 = key.level1(plan, s)
+        plan = kinds.make_plan(spec, s)
+        l1 = level1.level1(plan, s)
     except ToolchainError as e:
         return _without_toolchain(ctx, e)
     with name_lock(spec.name):

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import gpu, key, native
+from .level1 import source_hashes
+from .source_key import tvm_abi
 from .errors import ToolchainError
 from .manifest import FORMAT, Manifest
 from .plan import IDENTITY_SYMBOL, ROOT
@@ -199,7 +201,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
     """
     if m.name != spec.name:
         return Rejection("installation", f"built for kernel {m.name!r}")
-    if m.source_hashes != key.source_hashes(spec):
+    if m.source_hashes != source_hashes(spec):
         return Rejection("installation", "built from different sources than this installation")
     cpu = cpu_refusal(m)
     if cpu is not None:
@@ -212,7 +214,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
                            tolerate_missing_external=True)
     if not check.ok:
         return Rejection("deps", f"{'headers' if strict_external else 'package headers'} differ: {check.reason}")
-    if key.tvm_abi(m.tvm_ffi_version) != key.tvm_abi(inst.tvm_ffi_version):
+    if tvm_abi(m.tvm_ffi_version) != tvm_abi(inst.tvm_ffi_version):
         return Rejection("installation", f"tvm-ffi ABI {m.tvm_ffi_version} != installed {inst.tvm_ffi_version}")
     if spec.is_cuda:
         want = m.archs
