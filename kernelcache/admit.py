@@ -105,6 +105,23 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     return mod, None
 
 
+def published(fresh: Entry, dest: Entry) -> None:
+    """A fresh entry accepted in its build directory was renamed into place: what this process
+    learned about it (its module, its verified bytes, the inode dlopen mapped) holds at its new
+    path, since a rename keeps the file. Repeat loads then hand out the same module."""
+    with _state.lock:
+        mod = _state.modules.pop((str(fresh.path), fresh.entry_id), None)
+        if mod is not None:
+            _state.modules[(str(dest.path), dest.entry_id)] = mod
+        old = str(fresh.so_path)
+        if old in _state.verified_sha:
+            _state.verified_sha.discard(old)
+            _state.verified_sha.add(str(dest.so_path))
+        ino = _state.dlopened.pop(old, None)
+        if ino is not None:
+            _state.dlopened[str(dest.so_path)] = ino
+
+
 def _binary_stamp(entry: Entry) -> tuple[str, list[int]] | None:
     """(key, stat) of the binary, remembered once its sha256 was verified (``Kind.stamp_binary``).
 

@@ -189,8 +189,7 @@ class Installation:
     cuda_arch: str | None  # Settings.cuda_arch
 
 
-def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda_loadable,
-                         strict_external: bool) -> Rejection | None:
+def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, strict_external: bool) -> Rejection | None:
     """Why an entry built on another machine may not be used here (None: it may).
 
     Same sources and package headers as this installation, a compatible tvm-ffi ABI, a matching
@@ -225,7 +224,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
         if not want or not set(local) <= set(want):
             return Rejection("installation", f"built for arch {list(want)}, this machine needs {list(local)}")
         major = str((m.prebuilt or {}).get("cuda_major") or "")
-        if not major or not cuda_loadable(major):
+        if not major or not gpu.cuda_runtime_loadable(major):
             return Rejection("installation", f"CUDA runtime libcudart.so.{major or '?'} not found on this machine")
     mism = compare(expected_schemas(spec, m), m.schemas)
     if mism:

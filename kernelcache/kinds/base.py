@@ -7,8 +7,9 @@ and the lookup are shared; a kind supplies only facts and steps:
   flags are complete (``verbatim_flags``: another JIT's own lines, used as given) or tvm-ffi's
   base flags, includes and library are added;
 * key facts: what the kind adds to the level-1 and source keys (``key_inputs``);
-* the fresh-build check, run on a linked binary before anything is published: it raises
-  BuildError/SchemaMismatch and returns (exported schemas, exported surface);
+* what a fresh build records, read from the linked binary before anything is published
+  (exported schemas, exported surface; BuildError when it cannot even be inspected); the
+  fresh entry then passes the same door as every other (``admit.accept``);
 * admission of an entry whose file checks passed: ``admit`` returns (module, None) or
   (None, Rejection); any exception it raises is a rejection too;
 * labels for reports.
@@ -48,9 +49,10 @@ class Kind:
         return make(spec, settings, so_name=self.so_name(spec.name), shared=self.shared,
                     kind_inputs=self.key_inputs())
 
-    def fresh_check(self, spec: KernelSpec, so_path: Path, problem: str | None) -> tuple[dict, dict | None]:
-        """Check a freshly linked binary: (exported schemas, surface); raises BuildError.
-        ``problem``: what the cheap file checks found (validate.binary_problem), or None."""
+    def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
+        """What a freshly linked binary exports: (schemas, surface) for its manifest. Judging
+        it is the door's job (``admit.accept``); this raises BuildError only when the binary
+        cannot be inspected at all."""
         raise NotImplementedError
 
     def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, Rejection | None]:
