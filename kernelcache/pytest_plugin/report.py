@@ -23,7 +23,7 @@ from .settings_bridge import to_wire
 from .xdist import merge_counts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .session import SessionState
+    from .state import SessionState
 
 REPORT_FORMAT = 1
 _REASON_MAX = 160
