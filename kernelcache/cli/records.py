@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import toolchain
 from ..errors import UnknownKernel
+from ..layout import BUILT
 from ..manifest import Manifest
 from ..plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS, ROOT
 from ..spec import KernelSpec, specs_from_ref
@@ -58,7 +59,7 @@ def from_records(name: str, settings) -> KernelSpec | None:
     from ..storage.local import LocalStore
 
     store = LocalStore(settings)
-    infos = sorted((i for i in store.infos(name) if i.area == "entries"), key=lambda i: -i.last_used)
+    infos = sorted((i for i in store.infos(name) if i.area == BUILT), key=lambda i: -i.last_used)
     for info in infos:
         from .. import manifest as manifest_mod
 

@@ -7,10 +7,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..layout import DEPSTAT, USED
 from ..manifest import FILENAME as MANIFEST, Manifest
-
-USED = "used"  # touched on every hit: LRU order for prune, newest-first candidate order
-DEPSTAT = "depstat.json"  # re-validated dependency stats (a later process trusts them unhashed)
 
 
 @dataclass
