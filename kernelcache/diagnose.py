@@ -38,7 +38,7 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
         out.update(status="prebuilt", entry=usable["entry"])
     try:
         plan = kinds.make_plan(spec, s)
-        l1 = level1.level1(plan, s)
+        l1 = level1.level1(plan, s, look.sources())
     except ToolchainError as e:
         out["reason"] = f"no toolchain: {e}"
         return _fetched(out, look, check)

@@ -54,10 +54,11 @@ class Level1:
         self.source_hashes = {} if source_hashes is None else source_hashes
 
 
-def level1(plan: BuildPlan, settings: Settings) -> Level1:
+def level1(plan: BuildPlan, settings: Settings, sources: dict[str, str] | None = None) -> Level1:
+    """The level-1 key of ``plan``; ``sources``: its source hashes when the caller has them."""
     anchors = anchors_for(plan)
     tvm = toolchain.tvm_ffi_paths(settings.memo_dir)
-    sources = source_hashes(plan.spec)
+    sources = source_hashes(plan.spec) if sources is None else sources
     cmds = plan.key_commands()
     cmds = {k: ([[anchor_text(a, anchors) for a in c] for c in v] if k == "compile"
                 else [anchor_text(a, anchors) for a in v]) for k, v in cmds.items()}

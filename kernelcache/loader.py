@@ -226,7 +226,7 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
             return _found(ctx, got, Status.PREBUILT)
     try:
         plan = kinds.make_plan(spec, s)
-        l1 = level1.level1(plan, s)
+        l1 = level1.level1(plan, s, ctx.look.sources())
     except ToolchainError as e:
         return _without_toolchain(ctx, e)
     ctx.look.set_plan(plan, l1)

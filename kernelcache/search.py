@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from . import anchors, gpu, key, manifest as manifest_mod, toolchain, validate
+from . import anchors, gpu, key, level1, manifest as manifest_mod, toolchain, validate
 from .errors import ToolchainError
 from .events import Miss, Place
 from .layout import BUILT
@@ -39,7 +39,7 @@ class Lookup:
     """One spec on this host: settings, store, and the keys and facts a lookup needs, each
     computed once and only when a place asks for it (a plain class: on every load's path)."""
 
-    __slots__ = ("spec", "s", "store", "plan", "l1", "_skey", "_inst", "_anchors")
+    __slots__ = ("spec", "s", "store", "plan", "l1", "_skey", "_inst", "_anchors", "_sources")
 
     def __init__(self, spec: KernelSpec, s: Settings, store: LocalStore) -> None:
         self.spec, self.s, self.store = spec, s, store
@@ -48,6 +48,13 @@ class Lookup:
         self._skey: str | None = None
         self._inst: validate.Installation | None = None
         self._anchors: list[tuple[str, str]] | None = None
+        self._sources: dict[str, str] | None = None
+
+    def sources(self) -> dict[str, str]:
+        """sha256 of every source, read once per load (the keys and the installation check share it)."""
+        if self._sources is None:
+            self._sources = level1.source_hashes(self.spec)
+        return self._sources
 
     def set_plan(self, plan: BuildPlan, l1: Level1) -> None:
         self.plan, self.l1 = plan, l1
@@ -62,14 +69,14 @@ class Lookup:
                 tvm = toolchain.tvm_ffi_paths(self.s.memo_dir).version
             except ToolchainError:
                 return None
-            self._skey = kinds.source_key(self.spec, archs, tvm, self.s)
+            self._skey = kinds.source_key(self.spec, archs, tvm, self.s, self.sources())
         return self._skey
 
     def installation(self) -> validate.Installation:
         """This host's facts an entry built elsewhere is checked against."""
         if self._inst is None:
             self._inst = validate.Installation(toolchain.tvm_ffi_paths(self.s.memo_dir).version,
-                                               anchors.anchors_of(self.spec), self.s.cuda_arch)
+                                               anchors.anchors_of(self.spec), self.s.cuda_arch, self.sources())
         return self._inst
 
     def candidates(self, place: Place) -> Iterator[Entry]:

@@ -22,13 +22,14 @@ def tvm_abi(version: str | None) -> str:
 
 
 def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings,
-               kind_inputs: Mapping[str, str], verbatim_flags: bool) -> str:
+               kind_inputs: Mapping[str, str], verbatim_flags: bool, hashes: dict[str, str] | None = None) -> str:
     """A key computable without any tool: what fleet hosts index shared entries by.
 
     Serving hosts may have no compiler, so the remote cannot be indexed by the level-1 key (it
     hashes tool identities). This key only narrows the search; every candidate is then
     validated against this installation (sources, headers, ABI, arch, schemas, bytes).
-    ``kind_inputs``/``verbatim_flags``: the facts of the spec's kind (``kinds.source_key``).
+    ``kind_inputs``/``verbatim_flags``: the facts of the spec's kind (``kinds.source_key``);
+    ``hashes``: the sources' hashes when the caller has them (a load hashes them once).
     """
     def where(d: str) -> str:
         p = str(spec.abspath(d))
@@ -38,7 +39,7 @@ def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, setti
     flags = [list(spec.cflags), list(spec.cuda_cflags), list(spec.ldflags)]
     data = {
         "format": KEY_FORMAT, "name": spec.name, "backend": spec.backend,
-        "sources": source_hashes(spec),
+        "sources": source_hashes(spec) if hashes is None else hashes,
         "include_dirs": [where(d) for d in spec.include_dirs],
         "system_include_dirs": [where(d) for d in spec.system_include_dirs],
         "flags": flags,

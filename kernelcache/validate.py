@@ -187,6 +187,7 @@ class Installation:
     tvm_ffi_version: str
     anchors: list[tuple[str, str]]
     cuda_arch: str | None  # Settings.cuda_arch
+    source_hashes: dict[str, str] | None = None  # this spec's sources (None: hashed when needed)
 
 
 def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, strict_external: bool) -> Rejection | None:
@@ -200,7 +201,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, stri
     """
     if m.name != spec.name:
         return Rejection("installation", f"built for kernel {m.name!r}")
-    if m.source_hashes != source_hashes(spec):
+    if m.source_hashes != (inst.source_hashes if inst.source_hashes is not None else source_hashes(spec)):
         return Rejection("installation", "built from different sources than this installation")
     cpu = cpu_refusal(m)
     if cpu is not None:

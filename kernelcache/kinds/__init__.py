@@ -48,12 +48,13 @@ def make_plan(spec: "KernelSpec", settings: "Settings") -> "BuildPlan":
     return of(spec.kind).plan(spec, settings)
 
 
-def source_key(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings") -> str:
+def source_key(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings",
+               hashes: dict[str, str] | None = None) -> str:
     """The toolchain-free source key of ``spec`` (see ``source_key.source_key``) with its kind's facts."""
     from ..source_key import source_key as _source_key
 
     kind = of(spec.kind)
-    return _source_key(spec, archs, tvm_version, settings, kind.key_inputs(), kind.verbatim_flags)
+    return _source_key(spec, archs, tvm_version, settings, kind.key_inputs(), kind.verbatim_flags, hashes)
 
 
 def label(name: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import kernelcache as kc
-from kernelcache import kinds, search
+from kernelcache import kinds
 from kernelcache.errors import SpecError
 from kernelcache.events import Status
 from tests.support import project_spec
@@ -88,12 +88,3 @@ def test_a_new_kind_is_one_more_file(kc_env, project, tmp_path, monkeypatch):
     assert plain.status is Status.BUILT and plain.entry_id != res.entry_id
     assert kc.load_with_result(spec)[1].status is Status.HIT
     assert kinds.label("demo_kind") == "demo"
-
-
-def test_the_miss_reason_is_computed_once_per_cold_build(kc_env, project, monkeypatch):
-    calls = []
-    real = search.nearest_diff
-    monkeypatch.setattr(search, "nearest_diff", lambda *a: calls.append(a) or real(*a))
-    res = kc.load_with_result(project_spec(project))[1]
-    assert res.status is Status.BUILT and len(calls) == 1
-    assert json.loads(json.dumps(res.as_dict()))["status"] == "built" and f"{res.status}" == "built"
