@@ -34,6 +34,11 @@ def source_hashes(spec: KernelSpec) -> dict[str, str]:
     return out
 
 
+def tvm_abi(version: str | None) -> str:
+    """tvm-ffi's ABI is stable within a minor series (0.1.x)."""
+    return ".".join((version or "").split(".")[:2])
+
+
 def extra_inputs(spec: KernelSpec, kind_inputs: Mapping[str, str]) -> dict:
     """The kind's facts and extra ABI facts, present only when there are any (so the keys of
     tvm-ffi modules stay what they were before kinds existed)."""

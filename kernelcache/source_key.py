@@ -1,7 +1,7 @@
 """The source key: a key computable without any tool, what fleet hosts index shared entries by.
 
 Serving hosts may have no compiler, so the remote cannot be indexed by the level-1 key (it hashes
-tool identities). Also tvm-ffi's ABI series (``tvm_abi``).
+tool identities).
 """
 from __future__ import annotations
 
@@ -10,15 +10,10 @@ from typing import Mapping
 
 from . import native
 from .anchors import anchor_text, anchors_of
-from .level1 import KEY_FORMAT, canonical_hash, extra_inputs, source_hashes
+from .level1 import KEY_FORMAT, canonical_hash, extra_inputs, source_hashes, tvm_abi
 from .plan import ROOT
 from .settings import Settings
 from .spec import KernelSpec
-
-
-def tvm_abi(version: str | None) -> str:
-    """tvm-ffi's ABI is stable within a minor series (0.1.x)."""
-    return ".".join((version or "").split(".")[:2])
 
 
 def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings,

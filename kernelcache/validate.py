@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import gpu, key, native
-from .level1 import source_hashes
-from .source_key import tvm_abi
+from .level1 import source_hashes, tvm_abi
 from .errors import ToolchainError
 from .manifest import FORMAT, Manifest
 from .plan import IDENTITY_SYMBOL, ROOT
