@@ -81,7 +81,8 @@ class SessionPlugin:
         needed: list[str] = []
         for item in session.items:
             for n in item.stash.get(ITEM_KERNELS, []):
-                if n not in st.kernels.results and n not in needed and not will_skip(item):
+                if n not in st.kernels.results and n not in needed and not will_skip(item) \
+                        and not item.stash.get(gating.ITEM_GPU, None):  # fails at setup (--kc-require-gpu)
                     needed.append(n)
         if needed:
             st.kernels.warm(needed, st.worker_id or "collection")
