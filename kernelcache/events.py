@@ -55,12 +55,12 @@ class Miss(Word):
 
 
 class Place(Word):
-    """Where an entry comes from, in lookup order (``Entry.origin`` for those on disk)."""
+    """Where an entry on disk comes from, in lookup order (``Entry.origin``); the fleet itself is
+    the stage beside the loop (``kernelcache.fleet``), whose downloads arrive as ``fetched``."""
 
     PREBUILT = "prebuilt"
     LOCAL = "local"
     FETCHED = "fetched"
-    FLEET = "fleet"
 
 _lock = threading.Lock()
 _counters: Counter = Counter()

@@ -86,10 +86,8 @@ class Lookup:
         if place is Place.LOCAL:
             assert self.l1 is not None, "the local place needs the level-1 key (set_plan)"
             return self.store.candidates(self.spec.name, self.l1.key)
-        if place is Place.FETCHED:
-            skey = self.skey()
-            return self.store.fetched(self.spec.name, skey) if skey else iter(())
-        raise ValueError(f"{place} entries are not on disk (kernelcache.fleet fetches them)")
+        skey = self.skey()  # Place.FETCHED
+        return self.store.fetched(self.spec.name, skey) if skey else iter(())
 
 
 class Verdict:
