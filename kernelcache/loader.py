@@ -242,7 +242,7 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
             got = _first(ctx, Place.FETCHED)
             if got is not None:
                 return _found(ctx, got, Status.HIT, "fetched earlier from the fleet cache", fetched=True)
-        events.emit("miss", name=spec.name, reason=miss.reason, reason_code=miss.code)
+        events.emit("miss", name=spec.name, reason=miss.reason, reason_code=miss.code.value)
         if s.no_build and not s.remote_enabled:
             raise CacheMissError(spec.name, miss.reason, ctx.refused)
         with single_flight(l1.key, spec.name, s):

@@ -163,7 +163,7 @@ class Kernels:
         return mod
 
     def use(self, name: str, status: str) -> None:
-        self.uses.setdefault(name, Counter())[status] += 1
+        self.uses.setdefault(name, Counter())[str(status)] += 1  # plain words: they cross to the controller
 
 
 FULL_OUTPUT_HINT = "full compiler output: kernelcache section of the summary"
