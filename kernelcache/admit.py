@@ -7,12 +7,11 @@ path whose bytes changed since dlopen saw it is loaded from a private copy.
 """
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
-from . import process_state, validate
+from . import kinds, process_state, validate
 from .spec import KernelSpec
 from .storage.entry import Entry
 from .storage.local import LocalStore
@@ -74,18 +73,6 @@ def dlopen_path(so_path: Path, store: LocalStore) -> Path:
     return private
 
 
-def bind_now(path: Path) -> None:
-    """dlopen with every symbol resolved now (OSError if one is missing).
-
-    A module with an unresolved symbol loads fine lazily and kills the process with "symbol
-    lookup error" at its first call; resolving everything up front turns that into a rejection.
-    The handle is the one tvm-ffi's dlopen of the same path gets.
-    """
-    import ctypes
-
-    ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
-
-
 def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, validate.Rejection | None]:
     """Validate and load an entry on local disk. (module, None) or (None, why not)."""
     mkey = (str(entry.path), entry.entry_id)
@@ -93,9 +80,10 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
         mod = _state.modules.get(mkey)
     if mod is not None:
         return mod, None
+    kind = kinds.of(spec.kind)
     sp = str(entry.so_path)
     check_sha = sp not in _state.verified_sha
-    stamp = _binary_stamp(spec, entry) if check_sha else None
+    stamp = _binary_stamp(entry) if check_sha and kind.stamp_binary else None
     if stamp is not None and entry.stat_cache().get(stamp[0]) == stamp[1]:
         check_sha = False
     rej = validate.before_dlopen(spec, entry.head, entry.so_path, check_sha=check_sha)
@@ -105,49 +93,9 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
         _state.verified_sha.add(sp)
     if check_sha and stamp is not None:
         entry.save_stat_cache(dict([stamp]))
-    if spec.kind != "tvm_ffi":
-        return _accept_kind(spec, entry, store, mkey)
-    import tvm_ffi
-
     try:
-        path = dlopen_path(entry.so_path, store)
-        bind_now(path)
-        mod = tvm_ffi.load_module(str(path))
-    except Exception as e:  # noqa: BLE001 - any load failure is a rejection
-        return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
-    rej, _ = validate.after_dlopen(spec, entry.head, mod, path, entry.head.identity)
-    if rej:
-        return None, rej
-    with _state.lock:
-        _state.modules[mkey] = mod
-    return mod, None
-
-
-def _binary_stamp(spec: KernelSpec, entry: Entry) -> tuple[str, list[int]] | None:
-    """Torch kinds: (key, stat) of the binary, remembered once its sha256 was verified.
-
-    Their binaries are large (a pybind11 module is ~1 MB), so hashing one in every fresh process
-    would cost more than the rest of a warm load. The stat recorded next to the entry after a
-    verification (size, mtime, ctime, inode: a replaced or rewritten file changes its ctime or
-    inode, which no user can set back) stands in for the hash while it is unchanged.
-    """
-    if spec.kind == "tvm_ffi":
-        return None
-    try:
-        st = entry.so_path.stat()
-    except OSError:
-        return None
-    return f"binary:{entry.so_path.name}", [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def _accept_kind(spec: KernelSpec, entry: Entry, store: LocalStore, mkey: tuple[str, str]
-                 ) -> tuple[Any, validate.Rejection | None]:
-    """Torch kinds (kernelcache/kinds.py): identity before any module code runs, then the surface."""
-    from . import kinds
-
-    try:
-        path = entry.so_path if spec.kind == "executable" else dlopen_path(entry.so_path, store)
-        mod, rej = kinds.admit(spec, entry.head, path)
+        path = dlopen_path(entry.so_path, store) if kind.in_process else entry.so_path
+        mod, rej = kind.admit(spec, entry.head, path)
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
         return None, validate.Rejection("dlopen", f"loading failed: {type(e).__name__}: {e}")
     if rej:
@@ -155,3 +103,35 @@ def _accept_kind(spec: KernelSpec, entry: Entry, store: LocalStore, mkey: tuple[
     with _state.lock:
         _state.modules[mkey] = mod
     return mod, None
+
+
+def published(fresh: Entry, dest: Entry) -> None:
+    """A fresh entry accepted in its build directory was renamed into place: what this process
+    learned about it (its module, its verified bytes, the inode dlopen mapped) holds at its new
+    path, since a rename keeps the file. Repeat loads then hand out the same module."""
+    with _state.lock:
+        mod = _state.modules.pop((str(fresh.path), fresh.entry_id), None)
+        if mod is not None:
+            _state.modules[(str(dest.path), dest.entry_id)] = mod
+        old = str(fresh.so_path)
+        if old in _state.verified_sha:
+            _state.verified_sha.discard(old)
+            _state.verified_sha.add(str(dest.so_path))
+        ino = _state.dlopened.pop(old, None)
+        if ino is not None:
+            _state.dlopened[str(dest.so_path)] = ino
+
+
+def _binary_stamp(entry: Entry) -> tuple[str, list[int]] | None:
+    """(key, stat) of the binary, remembered once its sha256 was verified (``Kind.stamp_binary``).
+
+    Torch kinds' binaries are large (a pybind11 module is ~1 MB), so hashing one in every fresh process
+    would cost more than the rest of a warm load. The stat recorded next to the entry after a
+    verification (size, mtime, ctime, inode: a replaced or rewritten file changes its ctime or
+    inode, which no user can set back) stands in for the hash while it is unchanged.
+    """
+    try:
+        st = entry.so_path.stat()
+    except OSError:
+        return None
+    return f"binary:{entry.so_path.name}", [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from . import events, key, toolchain
+from . import events, key, level1, toolchain
 from .errors import BuildError
 from .plan import IDENTITY_SYMBOL, BuildPlan
 
@@ -189,7 +189,7 @@ def _child_groups(pid: int) -> list[int]:
     return out
 
 
-def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path, jobs: int | None = None) -> BuildOutput:
+def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None = None) -> BuildOutput:
     """Build into ``bdir`` (a fresh private dir). Raises BuildError; leaves cleanup to the caller."""
     t_start = time.monotonic()
     wall0 = time.time_ns()
@@ -214,7 +214,7 @@ def run_build(plan: BuildPlan, l1: key.Level1, bdir: Path, jobs: int | None = No
     deps, absent = key.record_deps(plan, dep_paths, str(bdir))
     # Race guard: a dependency written while the compiler ran may not match what it read.
     publishable, why = True, ""
-    if key.source_hashes(plan.spec) != l1.source_hashes:
+    if level1.source_hashes(plan.spec) != l1.source_hashes:
         publishable, why = False, "a source changed while it was being compiled"
     for d in deps:
         if d["stat"][2] >= wall0:  # ctime at or after the build started

@@ -1,36 +1,35 @@
 """explain(spec): what the key is made of and what a load would do — without doing any of it.
 
-Read-only by contract: no dlopen, no quarantine, no stat-cache refresh, no used stamps, no
-directories created. Tools are still identified (that is what the key is made of); their
-identities come from the on-disk memo when it exists.
+The load's own lookup loop (``kernelcache.search``: the same places, the same vetting step)
+with a read-only acceptance step: the file checks before dlopen, the sha256 included, instead
+of dlopen. Read-only by contract: no dlopen, no quarantine, no stat-cache refresh, no used
+stamps, no directories created. Tools are still identified (that is what the key is made of);
+their identities come from the on-disk memo when it exists.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from . import gpu, key, toolchain, validate
-from . import manifest as manifest_mod
+from . import kinds, level1, search, validate
 from .errors import ToolchainError
-from .layout import BUILT
-from .plan import make_plan
+from .events import Place
 from .settings import Settings, resolve
 from .spec import KernelSpec
-from .storage import prebuilt
+from .storage.entry import Entry
 from .storage.local import LocalStore
 
 
 def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any]:
     """Status (prebuilt | hit | fetched | miss), the level-1 inputs, and every refusal with its reason."""
     s = resolve(settings)
-    store = LocalStore(s)
-    tvm_version = toolchain.tvm_ffi_paths().version
-    inst = validate.Installation(tvm_version, key.anchors_of(spec), s.cuda_arch)
-    pre = []
-    for entry in prebuilt.candidates(spec.name, s):
-        rej = validate.installation_refusal(spec, entry.manifest, inst, prebuilt.cuda_runtime_loadable, False)
-        if rej is None:
-            rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True)
-        pre.append({"entry": str(entry.path), "usable": rej is None, "reason": str(rej or "")})
+    look = search.Lookup(spec, s, LocalStore(s))
+
+    def check(entry: Entry) -> tuple[Any, validate.Rejection | None]:  # the read-only acceptance step
+        rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True)
+        return (None, rej) if rej else (entry, None)
+
+    pre = [{"entry": str(v.entry.path), "usable": v.module is not None, "reason": str(v.rejection or "")}
+           for v in search.verdicts(look, Place.PREBUILT, check, read_only=True)]
     out: dict[str, Any] = {"name": spec.name, "key1": None, "inputs": {}, "status": "miss", "entry": None,
                            "reason": "", "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre
                                                      if not p["usable"]], "prebuilt": pre}
@@ -38,54 +37,37 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
     if usable and not s.rebuild:
         out.update(status="prebuilt", entry=usable["entry"])
     try:
-        plan = make_plan(spec, s)
-        l1 = key.level1(plan, s)
+        plan = kinds.make_plan(spec, s)
+        l1 = level1.level1(plan, s, look.sources())
     except ToolchainError as e:
         out["reason"] = f"no toolchain: {e}"
-        return _fetched(out, spec, s, store, inst)
+        return _fetched(out, look, check)
+    look.set_plan(plan, l1)
     out.update(key1=l1.key, inputs=l1.inputs)
-    anchors = key.anchors_for(plan)
-    first_reason = ""
-    for entry in store.candidates(spec.name, l1.key):
-        check = key.check_deps(entry.manifest.deps, entry.manifest.absent, anchors, entry.stat_cache())
-        rej = None if check.ok else check.reason
-        rej = rej or validate.cpu_refusal(entry.manifest)
-        rej = rej or validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True)
-        if rej is None:
+    seen = []
+    for v in search.verdicts(look, Place.LOCAL, check, read_only=True):
+        if v.module is not None:
             if out["status"] == "miss":
-                out.update(status="hit", entry=str(entry.path))
+                out.update(status="hit", entry=str(v.entry.path))
             return out
-        first_reason = first_reason or str(rej)
-        out["refused"].append(f"{entry.path}: {rej}")
+        seen.append(v)
+        out["refused"].append(f"{v.entry.path}: {v.rejection}")
     if out["status"] != "miss":
         return out
-    out["reason"] = first_reason or nearest_diff(store, spec.name, l1)
-    return _fetched(out, spec, s, store, inst)
+    out["reason"] = search.local_miss(look, seen).reason
+    return _fetched(out, look, check)
 
 
-def _fetched(out: dict, spec: KernelSpec, s: Settings, store: LocalStore, inst: validate.Installation) -> dict:
+def _fetched(out: dict, look: search.Lookup, check: search.Accept) -> dict:
     if out["status"] != "miss":
         return out
-    try:
-        archs = gpu.target_archs(s.cuda_arch) if spec.is_cuda else ()
-    except ToolchainError:
+    skey = look.skey()
+    if skey is None:
         return out
-    skey = key.source_key(spec, archs, inst.tvm_ffi_version, s)
     out["source_key"] = skey
-    for entry in store.fetched(spec.name, skey):
-        rej = validate.installation_refusal(spec, entry.manifest, inst, prebuilt.cuda_runtime_loadable, True)
-        if rej is None:
-            out.update(status="fetched", entry=str(entry.path))
+    for v in search.verdicts(look, Place.FETCHED, check, read_only=True):
+        if v.module is not None:
+            out.update(status="fetched", entry=str(v.entry.path))
             return out
-        out["refused"].append(f"fetched {entry.path}: {rej}")
+        out["refused"].append(f"fetched {v.entry.path}: {v.rejection}")
     return out
-
-
-def nearest_diff(store: LocalStore, name: str, l1: key.Level1) -> str:
-    """Why there is no entry: diff vs the most recently used manifest of the same kernel."""
-    infos = [i for i in store.infos(name) if i.area == BUILT]
-    if not infos:
-        return "no cached entry for this kernel"
-    latest = manifest_mod.read(max(infos, key=lambda i: i.last_used).path)
-    diffs = key.diff_inputs(latest.inputs if latest else {}, l1.inputs)
-    return "; ".join(diffs) if diffs else "no entry for this build key"

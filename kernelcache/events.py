@@ -18,9 +18,49 @@ import time
 from collections import Counter, defaultdict
 from contextlib import contextmanager
 from contextvars import ContextVar
+from enum import Enum
 from typing import Any, Callable, Iterator
 
 from . import process_state
+
+
+class Word(str, Enum):
+    """An outcome word: a ``str`` (JSON, reports and comparisons see its value), typed in code."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Status(Word):
+    """What one load did (``WarmResult.status``; the CLI, the plugin and ``warm`` report it)."""
+
+    HIT = "hit"
+    BUILT = "built"
+    PREBUILT = "prebuilt"
+    REMOTE = "remote"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class Miss(Word):
+    """Why the local cache had no usable entry (the ``miss`` event's ``reason_code``)."""
+
+    NO_ENTRY = "no_entry"
+    DEPENDENCY_CHANGED = "dependency_changed"
+    REJECTED = "rejected"
+    REBUILD = "rebuild"
+
+
+class Place(Word):
+    """Where an entry on disk comes from, in lookup order (``Entry.origin``); the fleet itself is
+    the stage beside the loop (``kernelcache.fleet``), whose downloads arrive as ``fetched``."""
+
+    PREBUILT = "prebuilt"
+    LOCAL = "local"
+    FETCHED = "fetched"
 
 _lock = threading.Lock()
 _counters: Counter = Counter()
@@ -80,7 +120,7 @@ def emit(event: str, **fields: Any) -> None:
         if event == "lock_acquired":
             _floats["wait_seconds"] += float(fields.get("waited", 0.0))
         kind = fields.get("kind")
-        if kind and name and kind != "tvm_ffi":  # a label the report shows (a count, so xdist merges it)
+        if kind and name:  # a label the report shows (a count, so xdist merges it)
             _per_kernel[name][f"kind:{kind}"] = 1
         counter = _KERNEL_COUNTERS.get(event)
         if counter and name:

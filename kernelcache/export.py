@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import manifest as manifest_mod
 from . import toolchain
-from .layout import Layout
+from .layout import DEPSTAT, RECENT, USED, Layout
 from .settings import RemoteSettings, Settings, resolve
 from .storage.entry import Entry
 
@@ -96,7 +96,7 @@ def pack_wheel(root: Path, out_dir: Path, tag: str, version: str = "0.1.0") -> P
         ).encode(),
     }
     for p in sorted(root.rglob("*")):
-        if p.is_file() and p.name not in ("used", "depstat.json", ".recent"):
+        if p.is_file() and p.name not in (USED, DEPSTAT, RECENT):
             files[f"{pkg}/root/{p.relative_to(root).as_posix()}"] = p.read_bytes()
     files[f"{dist}.dist-info/METADATA"] = (
         f"Metadata-Version: 2.1\nName: kernelcache-prebuilt-{tag.replace('_', '-')}\nVersion: {version}\n"

@@ -209,7 +209,6 @@ def _who(info: Any) -> str:
 
 def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
     """Try the newest entries under the source key; the first that the door accepts wins."""
-    from .storage.prebuilt import cuda_runtime_loadable
     from .storage.remote import RemoteError, RemoteUnavailable
 
     name, skey = req.spec.name, req.skey
@@ -229,8 +228,7 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
             elif m.so_name not in remote_entry.files:
                 why = f"entry lists no blob for {m.so_name}"
             else:  # the one installation check of this entry: on the manifest, before any download
-                rej = validate.installation_refusal(req.spec, m, req.installation, cuda_runtime_loadable,
-                                                    strict_external=True)
+                rej = validate.installation_refusal(req.spec, m, req.installation, strict_external=True)
                 why = str(rej) if rej else ""
             if not why:
                 entry = _download(req.store, rc, remote_entry, m, skey)

@@ -7,13 +7,14 @@ the way the CUDA runtime honours it (stop at the first invalid entry).
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
 import threading
 from typing import Any
 
-from . import process_state
+from . import process_state, toolchain
 from .errors import ToolchainError
 
 _memo: dict[tuple, dict] = {}
@@ -156,43 +157,17 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
     return [f"-gencode=arch=compute_{a.replace('.', '')},code=sm_{a.replace('.', '')}" for a in archs]
 
 
-# -- stand-ins and requirements (used by the pytest plugin's gating) ---------------------------
-def parse_hardware(value: str) -> dict | None:
-    """Override for detection: ``auto`` -> None (detect); ``cpu``/``none``/``0``; ``2x9.0``;
-    ``8.0,9.0`` (one arch per GPU); an optional ``cuda:`` prefix."""
-    v = (value or "").strip().lower()
-    if v in ("", "auto"):
-        return None
-    if v.startswith("cuda:"):
-        v = v[5:]
-    if v in ("cpu", "none", "0"):
-        return {"count": 0, "gpus": [], "source": "override", "note": f"--kc-hardware={value}"}
-    archs: list[str] = []
-    for tok in v.replace(" ", "").split(","):
-        if not tok:
+def cuda_runtime_loadable(major: str) -> bool:
+    """Can this host load ``libcudart.so.<major>`` (the runtime a prebuilt CUDA kernel links)?"""
+    names = [f"libcudart.so.{major}"]
+    try:
+        names.append(os.path.join(toolchain.find_cuda_home(), "lib64", f"libcudart.so.{major}"))
+    except ToolchainError:
+        pass
+    for n in names:
+        try:
+            ctypes.CDLL(n, mode=getattr(os, "RTLD_LAZY", 1))
+            return True
+        except OSError:
             continue
-        n, x, arch = tok.partition("x")
-        archs += [arch] * int(n) if (x and n.isdigit()) else [tok]
-    for a in archs:
-        arch_tuple(a)  # validates (ArchError is a ValueError)
-    gpus = [{"index": i, "name": "simulated", "arch": a, "memory_mib": None, "uuid": ""} for i, a in enumerate(archs)]
-    return {"count": len(gpus), "gpus": gpus, "source": "override", "note": f"--kc-hardware={value}"}
-
-
-def requirement_problem(hw: dict, count: int = 1, min_arch: Any = None) -> str | None:
-    """Why ``hw`` does not satisfy ``gpu(count, min_arch)``; None when it does."""
-    need = f"{count} GPU{'s' if count != 1 else ''}" + (f" with arch >= {min_arch}" if min_arch else "")
-    gpus = hw.get("gpus", [])
-    if not gpus:
-        return f"needs {need}: no GPU found ({hw.get('note') or 'no GPU detected'})"
-    if min_arch:
-        want = arch_tuple(min_arch)
-        ok = [g for g in gpus if arch_tuple(g["arch"]) >= want]
-        if len(ok) < count:
-            found = ", ".join(str(g["arch"]) for g in gpus)
-            if len(gpus) >= count:
-                return f"needs {need}: GPU arch too old (found {found})"
-            return f"needs {need}: found {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} (arch {found})"
-    if len(gpus) < count:
-        return f"needs {need}: found only {len(gpus)}"
-    return None
+    return False

@@ -26,6 +26,11 @@ BUILT = "entries"  # area of entries built on this host (and of artifact roots)
 FETCHED = "fetched"  # area of fleet entries fetched to this host
 AREAS = (BUILT, FETCHED)
 KEY_PREFIX = 32  # key directories are named by the first 32 hex digits of their key
+QUARANTINE = "quarantine"  # where rejected entries go (also the EntryInfo.area of one there)
+# files of an entry directory besides its binary and manifest.json, and of a key directory
+USED = "used"  # touched on every hit: LRU order for prune, newest-first candidate order
+DEPSTAT = "depstat.json"  # re-validated dependency stats (a later process trusts them unhashed)
+RECENT = ".recent"  # in a key directory: the entry id of the last hit (tried first)
 
 
 class Layout:
@@ -68,7 +73,7 @@ class Layout:
 
     @property
     def quarantine(self) -> Path:
-        return self.root / "quarantine"
+        return self.root / QUARANTINE
 
     @property
     def trash(self) -> Path:

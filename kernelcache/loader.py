@@ -1,10 +1,12 @@
-"""load(spec): prebuilt -> local -> (lock) -> fleet -> build -> validate -> module.
+"""load(spec): prebuilt -> local -> fetched -> (lock) -> fleet -> build -> one door -> module.
 
-One flat pipeline; every place an entry can come from hands a local directory to the same
-acceptance step (``_accept``: validation before dlopen, dlopen, identity and exported schemas),
-so a stale ``.so`` is rejected, never called. The fleet stage (``kernelcache.fleet``) gets that
-step as a door in a typed request and answers with a typed outcome. A rejected entry is quarantined; a freshly built
-one that is rejected is rebuilt once, then the error is raised with the precise reason.
+One flat pipeline over the places an entry can come from (``kernelcache.search``: the lookup
+loop, one vetting step, typed verdicts); every candidate, a fleet download and a fresh build
+included, goes through the same acceptance step (``admit.accept``: validation before dlopen,
+dlopen, identity and exported schemas), so a stale ``.so`` is rejected, never called. The fleet
+stage (``kernelcache.fleet``) gets that step as a door in a typed request and answers with a
+typed outcome. A rejected entry is quarantined; a freshly built one that is rejected is rebuilt
+once, then the error is raised with the precise reason.
 
 All inputs arrive as one ``Settings`` (``settings=None`` reads the environment now); nothing
 here reads or writes ``os.environ``.
@@ -15,19 +17,19 @@ import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
-from . import events, gpu, key, toolchain, validate
-from .admit import accept, bind_now, dlopen_path, name_lock
+from . import events, kinds, level1, search, validate
+from . import admit
+from .admit import accept, name_lock
 from .admit import reset_process_state as reset_process_state  # re-exported (public API)
 from . import manifest as manifest_mod
 from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
+from .events import Miss, Place, Status
 from .manifest import Manifest
-from .plan import BuildPlan, make_plan
+from .plan import BuildPlan
 from .settings import Settings, resolve
 from .spec import KernelSpec
-from .storage import prebuilt
 from .storage.entry import Entry
 from .storage.local import LocalStore
 
@@ -37,7 +39,7 @@ class WarmResult:
     """Outcome of building/loading one spec (what `warm`, the CLI and the plugin report)."""
 
     name: str
-    status: str  # "hit" | "built" | "prebuilt" | "remote" | "failed" | "skipped"
+    status: Status  # a str: "hit" | "built" | "prebuilt" | "remote" | "failed" | "skipped"
     seconds: float
     reason: str = ""  # miss reason (why it was built / fetched) or failure message
     entry_id: str = ""
@@ -46,56 +48,37 @@ class WarmResult:
     error: BaseException | None = field(default=None, repr=False)
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "seconds": round(self.seconds, 3),
+        return {"name": self.name, "status": str(self.status), "seconds": round(self.seconds, 3),
                 "reason": self.reason, "entry_id": self.entry_id, "entry_path": self.entry_path,
                 "so_path": self.so_path}
 
 
 class _Ctx:
-    """One load: the spec, its settings, and what was learned on the way (refusals, keys).
+    """One load: its lookup (spec, settings, store, keys) and what it was refused on the way.
 
     A plain class, not a dataclass: internal, and every class the first load imports is paid for
     by each process that loads a kernel (benchmarks/bench_dropin_import.py)."""
 
-    __slots__ = ("spec", "s", "store", "t0", "refused", "_skey")
+    __slots__ = ("look", "spec", "s", "store", "t0", "refused")
 
     def __init__(self, spec: KernelSpec, s: Settings, store: LocalStore) -> None:
+        self.look = search.Lookup(spec, s, store)
         self.spec, self.s, self.store = spec, s, store
         self.t0 = time.monotonic()
         self.refused: list[str] = []
-        self._skey: str | None = None
 
-    def result(self, status: str, entry: Entry, reason: str = "") -> WarmResult:
+    def result(self, status: Status, entry: Entry, reason: str = "") -> WarmResult:
         return WarmResult(self.spec.name, status, time.monotonic() - self.t0, reason, entry.entry_id,
                           str(entry.path), str(entry.so_path))
 
-    def skey(self) -> str | None:
-        """The toolchain-free source key, or None when the target arch is unknown."""
-        if self._skey is None:
-            try:
-                archs = gpu.target_archs(self.s.cuda_arch) if self.spec.is_cuda else ()
-                tvm = toolchain.tvm_ffi_paths(self.s.memo_dir).version
-            except ToolchainError:
-                return None
-            self._skey = key.source_key(self.spec, archs, tvm, self.s)
-        return self._skey
+    def accept(self, entry: Entry) -> tuple[Any, validate.Rejection | None]:
+        """The one acceptance step (``admit.accept``)."""
+        return accept(self.spec, entry, self.store)
 
-    def installation(self) -> validate.Installation:
-        return validate.Installation(toolchain.tvm_ffi_paths(self.s.memo_dir).version,
-                                     key.anchors_of(self.spec), self.s.cuda_arch)
-
-
-def _accept(ctx: "_Ctx", entry: Entry) -> tuple[Any, validate.Rejection | None]:
-    return accept(ctx.spec, entry, ctx.store)
-
-
-def _door(ctx: _Ctx):
-    """The acceptance step as the fleet stage sees it: entry -> module | Rejection."""
-    def door(entry: Entry) -> Any:
-        mod, rej = _accept(ctx, entry)
+    def door(self, entry: Entry) -> Any:
+        """The acceptance step as the fleet stage sees it: entry -> module | Rejection."""
+        mod, rej = self.accept(entry)
         return mod if mod is not None else rej
-
-    return door
 
 
 def _reject(ctx: _Ctx, entry: Entry, rej: validate.Rejection) -> None:
@@ -108,66 +91,46 @@ def _hit(ctx: _Ctx, entry: Entry) -> None:
     ctx.store.remember_hit(entry)
 
 
-# -- the places an entry can come from ---------------------------------------------------------
-def _foreign(ctx: _Ctx, entries: Iterator[Entry], strict_external: bool) -> tuple[Any, Entry | None]:
-    """First entry built elsewhere (prebuilt root, fetched fleet entry) that validates here."""
-    inst = None
-    for entry in entries:
-        inst = inst or ctx.installation()
-        rej = validate.installation_refusal(ctx.spec, entry.manifest, inst, prebuilt.cuda_runtime_loadable,
-                                            strict_external)
-        if rej is None:
-            mod, rej = _accept(ctx, entry)
-            if mod is not None:
-                return mod, entry
+# -- the lookup loop ---------------------------------------------------------------------------
+def _first(ctx: _Ctx, place: Place, seen: list[search.Verdict] | None = None) -> search.Verdict | None:
+    """The first entry of ``place`` that passes the one acceptance step; every refusal handled
+    by one policy: a local entry that loads wrong is quarantined (one that only does not fit
+    this host or its headers is skipped); entries built elsewhere are refused with an event,
+    and a fetched one is quarantined."""
+    for v in search.verdicts(ctx.look, place, ctx.accept):
+        if v.module is not None:
+            return v
+        rej = v.rejection
         assert rej is not None
-        ctx.refused.append(f"{entry.origin} {entry.path}: {rej}")
-        events.emit(f"{entry.origin}_refused", name=ctx.spec.name, entry=str(entry.path), reason=str(rej))
-        if entry.origin == "fetched":
-            ctx.store.quarantine(entry, str(rej))
-    return None, None
-
-
-class _LocalLook:
-    __slots__ = ("module", "entry", "reason", "code")
-
-    def __init__(self, module: Any = None, entry: Entry | None = None, reason: str = "", code: str = "") -> None:
-        self.module, self.entry, self.reason, self.code = module, entry, reason, code
-
-
-def _local(ctx: _Ctx, plan: BuildPlan, l1: key.Level1) -> _LocalLook:
-    """Entries under the level-1 key; the first whose recorded headers match and that loads."""
-    anchors = key.anchors_for(plan)
-    dep_reason, rejected = "", None
-    for entry in ctx.store.candidates(ctx.spec.name, l1.key):
-        rec = entry.record  # packed: no JSON parse of thousands of headers on the hit path
-        check = rec.check(anchors) if rec is not None else \
-            key.check_deps(entry.manifest.deps, entry.manifest.absent, anchors, entry.stat_cache())
-        cpu = validate.cpu_refusal(entry.head)  # a shared cache dir: built on another CPU (kept, not quarantined)
-        if not check.ok or cpu is not None:
-            why = check.reason if not check.ok else str(cpu)
-            dep_reason = dep_reason or why
-            ctx.refused.append(f"{entry.path}: {why}")
+        if seen is not None:
+            seen.append(v)
+        if place is Place.LOCAL:
+            if v.admitted:
+                _reject(ctx, v.entry, rej)
+            else:
+                ctx.refused.append(f"{v.entry.path}: {rej}")
             continue
-        if check.refreshed:
-            entry.save_stat_cache(check.refreshed)
-        mod, rej = _accept(ctx, entry)
-        if mod is not None:
-            return _LocalLook(mod, entry)
-        _reject(ctx, entry, rej)
-        rejected = rejected or rej
-    if rejected:
-        return _LocalLook(reason=f"cached entry rejected: {rejected}", code="rejected")
-    if dep_reason:
-        return _LocalLook(reason=dep_reason, code="dependency_changed")
-    from .diagnose import nearest_diff
+        ctx.refused.append(f"{place} {v.entry.path}: {rej}")
+        events.emit(f"{place}_refused", name=ctx.spec.name, entry=str(v.entry.path), reason=str(rej))
+        if place is Place.FETCHED:
+            ctx.store.quarantine(v.entry, str(rej))
+    return None
 
-    return _LocalLook(reason=nearest_diff(ctx.store, ctx.spec.name, l1), code="no_entry")
+
+def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fields: Any) -> tuple[Any, WarmResult]:
+    """A found entry: remembered as a hit (prebuilt roots are read-only), reported by event."""
+    _hit(ctx, v.entry)
+    events.emit("prebuilt_hit" if status is Status.PREBUILT else "hit", name=ctx.spec.name,
+                entry=v.entry.entry_id, **fields)
+    return v.module, ctx.result(status, v.entry, reason)
 
 
 # -- building ------------------------------------------------------------------------------------
-def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
-    """Build privately, check schemas (SchemaMismatch: nothing kept), publish atomically."""
+def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
+           ) -> tuple[Any, Entry, validate.Rejection | None]:
+    """Build privately, pass the one door in the build dir (rejected: nothing kept), publish
+    atomically. Returns (module, entry, None); or, when another process published this entry
+    first, its entry through the same door: (module or None, entry, rejection)."""
     spec = ctx.spec
     try:
         bdir = ctx.store.new_tmp_dir(l1.key)
@@ -182,71 +145,52 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> Entry:
         from . import build  # imported on a miss only: a warm load never pays for it
 
         out = build.run_build(plan, l1, bdir, ctx.s.max_jobs)
-        problem = validate.binary_problem(bdir / plan.so_name, list(spec.functions), out.so_size)
-        if spec.kind != "tvm_ffi":  # torch kinds: surface from a subprocess (kernelcache/kinds.py)
-            if problem:
-                raise BuildError(spec.name, "<post-link check>", problem)
-            from . import kinds
-
-            found, surface = {}, kinds.fresh_surface(spec, bdir / plan.so_name)
-        else:
-            found, surface = _fresh_tvm_check(ctx, plan, bdir, problem), None
+        found, surface = kinds.of(spec.kind).record(spec, bdir / plan.so_name)
+        m = Manifest(name=spec.name, key1=l1.key, entry_id=out.entry_id, identity=out.identity,
+                     so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
+                     inputs=l1.inputs, deps=out.deps, absent=out.absent, skey=ctx.look.skey() or "",
+                     build_seconds=round(out.seconds, 3), host=manifest_mod.this_host(),
+                     created=manifest_mod.utc_now(), reason=reason, kind=spec.kind, surface=surface)
+        manifest_mod.write(bdir, m)
+        fresh = Entry(bdir, m)
+        mod, rej = ctx.accept(fresh)  # the one door, before anything is published
+        if rej is not None:
+            if rej.mismatches:
+                raise SchemaMismatch(spec.name, rej.mismatches, where="freshly built from the current sources")
+            raise BuildError(spec.name, "<post-link check>", str(rej))
     except BaseException as e:
         events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         import shutil
 
         shutil.rmtree(bdir, ignore_errors=True)
         raise
-    m = Manifest(name=spec.name, key1=l1.key, entry_id=out.entry_id, identity=out.identity,
-                 so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
-                 inputs=l1.inputs, deps=out.deps, absent=out.absent, skey=ctx.skey() or "",
-                 build_seconds=round(out.seconds, 3), host=manifest_mod.this_host(),
-                 created=manifest_mod.utc_now(), reason=reason, kind=spec.kind, surface=surface)
-    manifest_mod.write(bdir, m)
     events.emit("build_done", name=spec.name, seconds=out.seconds, entry=out.entry_id)
     if not out.publishable:
         events.emit("race_guard", name=spec.name, reason=out.not_publishable_reason)
-        return Entry(bdir, m)
+        return mod, fresh, None
     dest, won = ctx.store.publish(bdir, spec.name, l1.key, out.entry_id)
     if not won:
         events.emit("publish_race_lost", name=spec.name, entry=out.entry_id)
-    return Entry(dest, manifest_mod.read(dest) or m)
+    if won or dest == bdir:  # ours (renamed into place, or kept where a winner is not visible yet)
+        entry = Entry(dest, m)
+        admit.published(fresh, entry)
+        return mod, entry, None
+    winner = Entry(dest, manifest_mod.read(dest) or m)
+    mod, rej = ctx.accept(winner)  # the winner's bytes, not ours: through the same door
+    return mod, winner, rej
 
 
-def _fresh_tvm_check(ctx: _Ctx, plan: BuildPlan, bdir: Path, problem: str | None) -> dict:
-    """A fresh tvm-ffi module: every symbol resolves, the exported schemas are the expected ones."""
-    spec = ctx.spec
-    import tvm_ffi
-
-    so = dlopen_path(bdir / plan.so_name, ctx.store)
-    try:
-        bind_now(so)  # first dlopen of this file: every symbol resolved, or a clear error
-    except OSError as e:
-        raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
-    mod = tvm_ffi.load_module(str(so))
-    found = validate.exported_schemas(mod, list(spec.functions))
-    mism = validate.compare(validate.expected_schemas(spec, None), found)
-    if mism:
-        raise SchemaMismatch(spec.name, mism, where="freshly built from the current sources")
-    if problem:
-        raise BuildError(spec.name, "<post-link check>", problem)
-    return found
-
-
-def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: key.Level1, reason: str) -> tuple[Any, Entry]:
-    """Build, accept; a rejected fresh build is quarantined and rebuilt once."""
+def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str) -> tuple[Any, Entry]:
+    """Build and accept; an entry another process published first that is rejected is
+    quarantined and built once more."""
     rej = None
     for _ in range(2):
-        entry = _build(ctx, plan, l1, reason)
-        mod, rej = _accept(ctx, entry)
-        if mod is not None:
+        mod, entry, rej = _build(ctx, plan, l1, reason)
+        if rej is None:
             _hit(ctx, entry)
             return mod, entry
         _reject(ctx, entry, rej)
-    assert rej is not None
-    if rej.mismatches:
-        raise SchemaMismatch(ctx.spec.name, rej.mismatches, where="after rebuild")
-    raise KernelCacheError(f"kernel {ctx.spec.name!r}: freshly built entry rejected: {rej}")
+    raise KernelCacheError(f"kernel {ctx.spec.name!r}: the entry published for this build was rejected: {rej}")
 
 
 # -- the pipeline --------------------------------------------------------------------------------
@@ -264,10 +208,10 @@ def _fleet():
 
 
 def _from_fleet(ctx: _Ctx, can_build: bool):
-    """Ask the fleet stage; a fetched module is recorded as a hit here. Returns the outcome."""
+    """Ask the fleet stage (the last place); a fetched module is recorded as a hit here."""
     fleet = _fleet()
-    out = fleet.obtain(fleet.FleetRequest(ctx.spec, ctx.s, ctx.skey() or "", ctx.installation(), ctx.store,
-                                          _door(ctx), can_build))
+    out = fleet.obtain(fleet.FleetRequest(ctx.spec, ctx.s, ctx.look.skey() or "", ctx.look.installation(),
+                                          ctx.store, ctx.door, can_build))
     ctx.refused.extend(out.misses)
     if out.module is not None:
         _hit(ctx, out.entry)
@@ -277,73 +221,69 @@ def _from_fleet(ctx: _Ctx, can_build: bool):
 def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
     ctx = _Ctx(spec, s, LocalStore(s))
     if not s.rebuild:
-        mod, entry = _foreign(ctx, prebuilt.candidates(spec.name, s), strict_external=False)
-        if mod is not None:
-            events.emit("prebuilt_hit", name=spec.name, entry=entry.entry_id)
-            return mod, ctx.result("prebuilt", entry)
+        got = _first(ctx, Place.PREBUILT)
+        if got is not None:
+            return _found(ctx, got, Status.PREBUILT)
     try:
-        plan = make_plan(spec, s)
-        l1 = key.level1(plan, s)
+        plan = kinds.make_plan(spec, s)
+        l1 = level1.level1(plan, s, ctx.look.sources())
     except ToolchainError as e:
         return _without_toolchain(ctx, e)
+    ctx.look.set_plan(plan, l1)
     with name_lock(spec.name):
-        look = _LocalLook(reason="rebuild requested", code="rebuild") if s.rebuild else _local(ctx, plan, l1)
-        if look.module is not None:
-            _hit(ctx, look.entry)
-            events.emit("hit", name=spec.name, entry=look.entry.entry_id)
-            return look.module, ctx.result("hit", look.entry)
-        if not s.rebuild and ctx.skey():
-            mod, entry = _foreign(ctx, ctx.store.fetched(spec.name, ctx.skey()), strict_external=True)
-            if mod is not None:
-                _hit(ctx, entry)
-                events.emit("hit", name=spec.name, entry=entry.entry_id, fetched=True)
-                return mod, ctx.result("hit", entry, "fetched earlier from the fleet cache")
-        events.emit("miss", name=spec.name, reason=look.reason, reason_code=look.code)
+        if s.rebuild:
+            miss = search.LocalMiss(Miss.REBUILD, "rebuild requested")
+        else:
+            seen: list[search.Verdict] = []
+            got = _first(ctx, Place.LOCAL, seen)
+            if got is not None:
+                return _found(ctx, got, Status.HIT)
+            miss = search.local_miss(ctx.look, seen)
+            got = _first(ctx, Place.FETCHED)
+            if got is not None:
+                return _found(ctx, got, Status.HIT, "fetched earlier from the fleet cache", fetched=True)
+        events.emit("miss", name=spec.name, reason=miss.reason, reason_code=miss.code.value)
         if s.no_build and not s.remote_enabled:
-            raise CacheMissError(spec.name, look.reason, ctx.refused)
+            raise CacheMissError(spec.name, miss.reason, ctx.refused)
         with single_flight(l1.key, spec.name, s):
             if not s.rebuild:  # double-checked: another process may have published meanwhile
-                again = _local(ctx, plan, l1)
-                if again.module is not None:
-                    _hit(ctx, again.entry)
-                    events.emit("hit", name=spec.name, entry=again.entry.entry_id, after_wait=True)
-                    return again.module, ctx.result("hit", again.entry, "built by another process")
+                got = _first(ctx, Place.LOCAL)
+                if got is not None:
+                    return _found(ctx, got, Status.HIT, "built by another process", after_wait=True)
             lease = None
-            if s.remote_enabled and not s.rebuild and ctx.skey():
-                got = _from_fleet(ctx, can_build=not s.no_build)
-                if got.module is not None:
-                    return got.module, ctx.result("remote", got.entry, f"fetched from {got.remote}")
-                lease = got.lease
+            if s.remote_enabled and not s.rebuild and ctx.look.skey():
+                out = _from_fleet(ctx, can_build=not s.no_build)
+                if out.module is not None:
+                    return out.module, ctx.result(Status.REMOTE, out.entry, f"fetched from {out.remote}")
+                lease = out.lease
             if s.no_build:
-                raise CacheMissError(spec.name, look.reason, ctx.refused)
+                raise CacheMissError(spec.name, miss.reason, ctx.refused)
             try:
                 with _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None \
                         else nullcontext():
-                    mod, entry = _build_and_accept(ctx, plan, l1, look.reason)
+                    mod, entry = _build_and_accept(ctx, plan, l1, miss.reason)
                 if s.remote_writable:
                     _fleet().upload(s, entry)
             finally:
                 if lease is not None:
                     lease.release()
-    return mod, ctx.result("built", entry, look.reason)
+    return mod, ctx.result(Status.BUILT, entry, miss.reason)
 
 
 def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]:
     """No compiler here (a serving pod): fetched fleet entries and the fleet, else a clear error."""
     spec, s = ctx.spec, ctx.s
-    skey = ctx.skey()
+    skey = ctx.look.skey()
     if skey and not s.rebuild:
         with name_lock(spec.name):
-            mod, entry = _foreign(ctx, ctx.store.fetched(spec.name, skey), strict_external=True)
-            if mod is not None:
-                _hit(ctx, entry)
-                events.emit("hit", name=spec.name, entry=entry.entry_id, fetched=True)
-                return mod, ctx.result("hit", entry, "fetched earlier from the fleet cache")
+            got = _first(ctx, Place.FETCHED)
+            if got is not None:
+                return _found(ctx, got, Status.HIT, "fetched earlier from the fleet cache", fetched=True)
             if s.remote_enabled:
                 with single_flight("skey:" + skey, spec.name, s):
-                    got = _from_fleet(ctx, can_build=False)
-                    if got.module is not None:
-                        return got.module, ctx.result("remote", got.entry, f"fetched from {got.remote}")
+                    out = _from_fleet(ctx, can_build=False)
+                    if out.module is not None:
+                        return out.module, ctx.result(Status.REMOTE, out.entry, f"fetched from {out.remote}")
     if s.no_build:
         raise CacheMissError(spec.name, f"no usable prebuilt or fleet artifact and no toolchain: {err}",
                              ctx.refused) from err
@@ -370,7 +310,7 @@ def _warm_one(spec: KernelSpec, s: Settings) -> WarmResult:
     try:
         return load_with_result(spec, s)[1]
     except Exception as e:  # noqa: BLE001 - reported per spec, never aborts the others
-        return WarmResult(spec.name, "failed", time.monotonic() - t0, f"{type(e).__name__}: {e}", error=e)
+        return WarmResult(spec.name, Status.FAILED, time.monotonic() - t0, f"{type(e).__name__}: {e}", error=e)
 
 
 def warm(specs: Iterable[KernelSpec], jobs: int | None = None, settings: Settings | None = None) -> list[WarmResult]:

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from .plan import ROOT
+from .spec import DEFAULT_KIND
 
 FORMAT = 3
 FILENAME = "manifest.json"
-KIND_LABELS = {"tvm_ffi": "tvm-ffi module", "torch_python": "torch extension",
-               "torch_library": "torch extension (library)", "executable": "torch extension (executable)"}
 
 
 @dataclass
@@ -50,7 +49,7 @@ class Manifest:
     prebuilt: dict | None = None  # set in relocatable (artifact root / fleet) copies
     external_deps: dict | None = None  # {"count", "digest"} of deps dropped by relocation
     origin: str = ""  # "" (built here) | "remote:<redacted url>"
-    kind: str = "tvm_ffi"  # KernelSpec.kind: how the binary is admitted (kernelcache/kinds.py)
+    kind: str = DEFAULT_KIND  # KernelSpec.kind: how the binary is admitted (kernelcache/kinds/)
     # What a torch-kind binary exports, computed in a subprocess right after it was built
     # (module functions, classes and their attributes; ops a library registers). Bound to the
     # binary by so_sha256; the loaded module must show the same surface.
@@ -82,7 +81,7 @@ class Manifest:
                 d.pop(opt)
         if not d["origin"]:
             d.pop("origin")
-        if d["kind"] == "tvm_ffi":  # tvm-ffi manifests stay byte-identical to the pre-kind format
+        if d["kind"] == DEFAULT_KIND:  # tvm-ffi manifests stay byte-identical to the pre-kind format
             d.pop("kind")
         if d["surface"] is None:
             d.pop("surface")
@@ -99,11 +98,6 @@ class Manifest:
         return str(self.inputs.get("abi", {}).get("tvm_ffi_version", ""))
 
     @property
-    def label(self) -> str:
-        """How reports name the kind: "tvm-ffi module", "torch extension", ..."""
-        return KIND_LABELS.get(self.kind, self.kind)
-
-    @property
     def archs(self) -> tuple[str, ...]:
         return tuple(self.inputs.get("arch") or ())
 
@@ -118,7 +112,7 @@ class Manifest:
         and hashes; other dependencies are summarised by count and digest; tool paths and full
         command lines are dropped (the reader validates against its own installation).
         """
-        from .key import canonical_hash
+        from .level1 import canonical_hash
 
         m = copy.deepcopy(self)
         ext = [d for d in m.deps if not d["path"].startswith(ROOT)]

@@ -44,11 +44,9 @@ class BuildPlan:
     tools: dict[str, dict] = field(default_factory=dict)
     cc: str | None = None  # C compiler, for .c sources (compiled as C, like tvm-ffi does)
     c_flags: list[str] = field(default_factory=list)
-
-    @property
-    def so_name(self) -> str:
-        """The output file: ``<name>.so``, or ``<name>`` for an executable."""
-        return self.spec.name if self.spec.kind == "executable" else f"{self.spec.name}.so"
+    so_name: str = ""  # the output file (the kind's: ``<name>.so``, or ``<name>`` for an executable)
+    shared: bool = True  # linked -shared (the kind's fact)
+    kind_inputs: dict[str, str] = field(default_factory=dict)  # what the kind adds to the keys
 
     def compile_argv(self, step: SourceStep, build_dir: str) -> list[str]:
         obj = os.path.join(build_dir, step.obj)
@@ -68,15 +66,15 @@ class BuildPlan:
     def link_argv(self, build_dir: str) -> list[str]:
         objs = [os.path.join(build_dir, s.obj) for s in self.sources]
         objs.append(os.path.join(build_dir, "kc_identity.o"))
-        shared = [] if self.spec.kind == "executable" else ["-shared"]
+        shared = ["-shared"] if self.shared else []
         return [self.cxx, *shared, *objs, *self.ld_flags, "-o", os.path.join(build_dir, self.so_name)]
 
     def anchored(self, text: str, build_dir: str) -> str:
-        """Replace the private build dir by an anchor (other anchors: key.anchors_for)."""
+        """Replace the private build dir by an anchor (other anchors: anchors.anchors_for)."""
         return text.replace(build_dir, BUILD)
 
     def key_commands(self) -> dict:
-        """Fully expanded command lines, build dir anchored (key.level1 anchors the rest)."""
+        """Fully expanded command lines, build dir anchored (level1.level1 anchors the rest)."""
         bd = "/__kernelcache_build__"
         return {
             "compile": [[self.anchored(a, bd) for a in self.compile_argv(s, bd)] for s in self.sources],
@@ -89,10 +87,27 @@ def _resolve_dirs(spec: KernelSpec, dirs) -> list[str]:
     return [str(spec.abspath(d)) for d in dirs]
 
 
-def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
-    """The plan for ``spec`` on this machine (raises ToolchainError when a tool is missing)."""
-    if spec.kind != "tvm_ffi":
-        return _foreign_plan(spec, settings)
+def nvcc_host_compiler(cuda_flags: list[str] | tuple[str, ...]) -> str | None:
+    """The host compiler nvcc will run (its identity is keyed): ``-ccbin``/``--compiler-bindir``
+    in the flags, else ``NVCC_CCBIN`` (nvcc reads it), else g++ / c++ on PATH; a realpath."""
+    host = None
+    for i, f in enumerate(cuda_flags):
+        if f in ("-ccbin", "--compiler-bindir") and i + 1 < len(cuda_flags):
+            host = cuda_flags[i + 1]
+        elif f.startswith(("-ccbin=", "--compiler-bindir=")):
+            host = f.split("=", 1)[1]
+    if host and os.path.isdir(host):
+        host = os.path.join(host, "g++")
+    host = host or os.environ.get("NVCC_CCBIN") or toolchain.shutil.which("g++") or toolchain.shutil.which("c++")
+    if host and not os.path.isabs(host):
+        host = toolchain.shutil.which(host) or host
+    return os.path.realpath(host) if host else None
+
+
+def tvm_ffi_plan(spec: KernelSpec, settings: Settings, so_name: str, shared: bool = True,
+                 kind_inputs: dict[str, str] | None = None) -> BuildPlan:
+    """A tvm-ffi module's plan: tvm-ffi's base flags, include dir and library are added
+    (raises ToolchainError when a tool is missing)."""
     memo = settings.memo_dir
     tvm = toolchain.tvm_ffi_paths(memo)
     cxx = os.path.realpath(toolchain.find_cxx())
@@ -108,11 +123,7 @@ def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
     nvcc = None
     cuda_flags: list[str] = []
     archs: tuple[str, ...] = ()
-    steps = []
-    for i, (rel, path) in enumerate(zip(spec.sources, spec.source_paths())):
-        lang = "cuda" if rel.endswith(".cu") else ("c" if rel.endswith(".c") else "cxx")
-        stem = Path(rel).name.replace(".", "_")
-        steps.append(SourceStep(rel=rel, path=str(path), lang=lang, obj=f"s{i}_{stem}.o"))
+    steps = _steps(spec)
     cc, c_flags = None, []
     if any(st.lang == "c" for st in steps):
         cc = os.path.realpath(toolchain.find_cc())
@@ -122,7 +133,7 @@ def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
         cuda_home = toolchain.find_cuda_home()
         nvcc = os.path.join(cuda_home, "bin", "nvcc")
         tools["nvcc"] = toolchain.tool_identity(nvcc, memo)
-        host = os.environ.get("NVCC_CCBIN") or toolchain.shutil.which("g++") or toolchain.shutil.which("c++")
+        host = nvcc_host_compiler(spec.cuda_cflags)
         if host:
             tools["nvcc_host"] = toolchain.tool_identity(host, memo)
         archs = gpu.target_archs(settings.cuda_arch)
@@ -134,6 +145,7 @@ def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
     return BuildPlan(
         spec=spec, sources=steps, cxx=cxx, nvcc=nvcc, cxx_flags=cxx_flags, cuda_flags=cuda_flags,
         ld_flags=ld_flags, include_dirs=include_dirs, archs=archs, tools=tools, cc=cc, c_flags=c_flags,
+        so_name=so_name, shared=shared, kind_inputs=dict(kind_inputs or {}),
     )
 
 
@@ -146,7 +158,8 @@ def _steps(spec: KernelSpec) -> list[SourceStep]:
     return steps
 
 
-def _foreign_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
+def verbatim_plan(spec: KernelSpec, settings: Settings, so_name: str, shared: bool = True,
+                  kind_inputs: dict[str, str] | None = None) -> BuildPlan:
     """Kinds built the way another JIT builds them (torch's cpp_extension).
 
     Their drop-in translated the caller's arguments into the complete flag lists that JIT would
@@ -164,9 +177,9 @@ def _foreign_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
     if any(st.lang == "cuda" for st in steps):
         nvcc = os.path.join(toolchain.find_cuda_home(), "bin", "nvcc")
         tools["nvcc"] = toolchain.tool_identity(nvcc, memo)
-        host = os.environ.get("CC") or toolchain.shutil.which("g++") or toolchain.shutil.which("c++")
+        host = nvcc_host_compiler(spec.cuda_cflags)
         if host:
-            tools["nvcc_host"] = toolchain.tool_identity(os.path.realpath(host), memo)
+            tools["nvcc_host"] = toolchain.tool_identity(host, memo)
         archs = gpu.parse_arch_list(" ".join(
             f.split("code=")[-1] for f in spec.cuda_cflags if f.startswith("-gencode") and "code=sm_" in f))
     cc, c_flags = None, []
@@ -178,4 +191,5 @@ def _foreign_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
         spec=spec, sources=steps, cxx=cxx, nvcc=nvcc, cxx_flags=list(spec.cflags),
         cuda_flags=list(spec.cuda_cflags), ld_flags=list(spec.ldflags), include_dirs=include_dirs,
         archs=archs, tools=tools, cc=cc, c_flags=c_flags,
+        so_name=so_name, shared=shared, kind_inputs=dict(kind_inputs or {}),
     )

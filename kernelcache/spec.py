@@ -15,10 +15,10 @@ from .errors import SpecError
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _CUDA_SUFFIXES = (".cu",)
 _SOURCE_SUFFIXES = (".cc", ".cpp", ".cxx", ".c", ".cu")
-# What a build produces and how it is admitted (kernelcache/kinds.py): a tvm-ffi module (the
-# default), a torch pybind11 extension module, a library loaded into the process
-# (TORCH_LIBRARY ops) or a standalone executable.
-KINDS = ("tvm_ffi", "torch_python", "torch_library", "executable")
+# What a build produces and how it is admitted: the name of a file of kernelcache/kinds/ (a
+# tvm-ffi module, the default; a torch pybind11 extension module, a library loaded into the
+# process (TORCH_LIBRARY ops), a standalone executable, ...).
+DEFAULT_KIND = "tvm_ffi"
 
 
 def _tuple_of_str(values: Sequence[str | Path] | None) -> tuple[str, ...]:
@@ -75,7 +75,7 @@ class KernelSpec:
     ldflags: Sequence[str] = ()
     functions: Mapping[str, str | None] | Sequence[str] = field(default_factory=dict)
     backend: str = "auto"  # "auto" | "cpu" | "cuda"
-    kind: str = "tvm_ffi"  # one of KINDS
+    kind: str = DEFAULT_KIND  # a file of kernelcache/kinds/
     # Extra ABI facts a foreign loader knows and the key must cover (torch version and C++ ABI,
     # Python ABI of a pybind11 module, ...): part of both keys, checked for foreign entries.
     abi: Mapping[str, str] = field(default_factory=dict)
@@ -100,8 +100,8 @@ class KernelSpec:
         object.__setattr__(self, "functions", dict(sorted(fns.items())))
         if self.backend not in ("auto", "cpu", "cuda"):
             raise SpecError(f"KernelSpec {self.name!r}: backend must be auto|cpu|cuda")
-        if self.kind not in KINDS:
-            raise SpecError(f"KernelSpec {self.name!r}: kind must be one of {', '.join(KINDS)}")
+        if not isinstance(self.kind, str) or not _NAME_RE.match(self.kind):
+            raise SpecError(f"KernelSpec {self.name!r}: kind must name a module kind (kernelcache/kinds/)")
         object.__setattr__(self, "abi", {str(k): str(v) for k, v in sorted(dict(self.abi or {}).items())})
         if self.backend == "auto":
             backend = "cuda" if any(s.endswith(_CUDA_SUFFIXES) for s in srcs) else "cpu"

@@ -3,7 +3,7 @@
 Why: the founding bug of this project was a stale pybind11 module whose class lacked an
 attribute (``Param.min_match_window_size``). A binary's surface (module functions, classes with
 their attributes and methods, other module attributes by type; the ops a library registers)
-is computed right after it is built, in a *subprocess* (``python -m kernelcache.surface``), so
+is computed right after it is built, in a *subprocess* (``kinds.torch_common``), so
 a module that fails to import or differs is never imported into the caller. The manifest keeps
 it, bound to the binary by its sha256; a loaded module must show the same surface.
 
@@ -11,8 +11,6 @@ torch is imported lazily: this module is part of the core and must stay cheap to
 """
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 
@@ -87,21 +85,6 @@ def op_names() -> set[str]:
     return set(torch._C._dispatch_get_all_op_names())
 
 
-def compute(kind: str, path: str, name: str) -> dict:
-    """The surface of a freshly built binary (run in a subprocess: it loads the binary)."""
-    if kind == "torch_python":
-        import torch  # noqa: F401 - the extension links libtorch_python
-
-        return of_module(import_path(name, path))
-    if kind == "torch_library":
-        import torch
-
-        before = op_names()
-        torch.ops.load_library(path)
-        return {"ops": sorted(op_names() - before)}
-    return {}
-
-
 def difference(expected: dict, found: dict) -> str:
     """A short human description of how two surfaces differ ("" when equal)."""
     if expected == found:
@@ -129,13 +112,3 @@ def difference(expected: dict, found: dict) -> str:
         else:
             out.append(f"{section}: {a!r} != {b!r}")
     return "; ".join(out) or "surfaces differ"
-
-
-def main(argv: list[str]) -> int:
-    kind, path, name = argv
-    sys.stdout.write("KC_SURFACE " + json.dumps(compute(kind, path, name), sort_keys=True) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import gpu, key, native
+from .level1 import source_hashes, tvm_abi
 from .errors import ToolchainError
 from .manifest import FORMAT, Manifest
 from .plan import IDENTITY_SYMBOL, ROOT
@@ -185,10 +186,10 @@ class Installation:
     tvm_ffi_version: str
     anchors: list[tuple[str, str]]
     cuda_arch: str | None  # Settings.cuda_arch
+    source_hashes: dict[str, str] | None = None  # this spec's sources (None: hashed when needed)
 
 
-def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda_loadable,
-                         strict_external: bool) -> Rejection | None:
+def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, strict_external: bool) -> Rejection | None:
     """Why an entry built on another machine may not be used here (None: it may).
 
     Same sources and package headers as this installation, a compatible tvm-ffi ABI, a matching
@@ -199,7 +200,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
     """
     if m.name != spec.name:
         return Rejection("installation", f"built for kernel {m.name!r}")
-    if m.source_hashes != key.source_hashes(spec):
+    if m.source_hashes != (inst.source_hashes if inst.source_hashes is not None else source_hashes(spec)):
         return Rejection("installation", "built from different sources than this installation")
     cpu = cpu_refusal(m)
     if cpu is not None:
@@ -212,7 +213,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
                            tolerate_missing_external=True)
     if not check.ok:
         return Rejection("deps", f"{'headers' if strict_external else 'package headers'} differ: {check.reason}")
-    if key.tvm_abi(m.tvm_ffi_version) != key.tvm_abi(inst.tvm_ffi_version):
+    if tvm_abi(m.tvm_ffi_version) != tvm_abi(inst.tvm_ffi_version):
         return Rejection("installation", f"tvm-ffi ABI {m.tvm_ffi_version} != installed {inst.tvm_ffi_version}")
     if spec.is_cuda:
         want = m.archs
@@ -223,7 +224,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, cuda
         if not want or not set(local) <= set(want):
             return Rejection("installation", f"built for arch {list(want)}, this machine needs {list(local)}")
         major = str((m.prebuilt or {}).get("cuda_major") or "")
-        if not major or not cuda_loadable(major):
+        if not major or not gpu.cuda_runtime_loadable(major):
             return Rejection("installation", f"CUDA runtime libcudart.so.{major or '?'} not found on this machine")
     mism = compare(expected_schemas(spec, m), m.schemas)
     if mism:

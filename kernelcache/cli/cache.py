@@ -6,7 +6,7 @@ import sys
 import time
 from collections import defaultdict
 
-from ..layout import BUILT, Layout
+from ..layout import BUILT, QUARANTINE, Layout
 from . import records
 from .common import settings_of, table
 
@@ -198,7 +198,7 @@ def cmd_prune(args) -> int:
         return 2
     evicted = LocalStore(settings_of(args)).prune(args.max_size, args.max_age)
     for i in evicted:
-        print(f"evicted {i.name} {i.entry_id[:12]}" + (" (quarantine)" if i.area == "quarantine" else ""))
+        print(f"evicted {i.name} {i.entry_id[:12]}" + (" (quarantine)" if i.area == QUARANTINE else ""))
     print(f"{len(evicted)} entr{'y' if len(evicted) == 1 else 'ies'} evicted")
     return 0
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import toolchain
+from .. import kinds, toolchain
 from ..errors import KernelCacheError, UnknownKernel
+from ..layout import BUILT
 from ..manifest import Manifest
 from ..plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS, ROOT
 from ..spec import KernelSpec, specs_from_ref
@@ -73,7 +74,7 @@ def from_records(name: str, settings) -> KernelSpec | None:
     from ..storage.local import LocalStore
 
     store = LocalStore(settings)
-    infos = sorted(store.infos(name), key=lambda i: (i.area != "entries", -i.last_used))
+    infos = sorted(store.infos(name), key=lambda i: (i.area != BUILT, -i.last_used))
     for info in infos:
         m = manifest_mod.read(info.path)
         if m is not None:
@@ -153,7 +154,7 @@ def spec_of(entry: Entry, inline: Path | None = None) -> KernelSpec | None:
         return None
     anchors = _anchors(root)
     kind = (m.inputs or {}).get("kind") or m.kind or "tvm_ffi"
-    if kind != "tvm_ffi":
+    if kinds.of(kind).verbatim_flags:  # another JIT's complete lines (torch kinds)
         return _foreign_spec(m, rels, compile_cmds, cmds["link"], root, anchors, kind)
 
     def real(tok: str) -> str:

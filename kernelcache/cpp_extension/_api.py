@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BuildError, SpecError
@@ -227,7 +228,7 @@ def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: 
             from ._pch import warn_if_unused
 
             warn_if_unused(_read(Path(res.entry_path) / "build.log"), target)
-        if spec.kind != "torch_python" or _versions.claim(mod, res.entry_id):
+        if not isinstance(mod, ModuleType) or _versions.claim(mod, res.entry_id):  # a library or executable: a path
             _versions.loaded(spec.name, d, version)
             if build_directory is not None:
                 _output_copy(res.so_path, build_directory, Path(res.so_path).name)

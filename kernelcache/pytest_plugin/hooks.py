@@ -14,8 +14,9 @@ import pytest
 from . import gating, impact, names, options
 from .activation import NotEnabledHints, asked_for, given_kc_flags
 from .options import PLUGIN_NAME
-from .session import STATE, SessionPlugin, SessionState
+from .session import SessionPlugin
 from .settings_bridge import arch_source, build_settings, export_env, from_wire, restore_env
+from .state import STATE, SessionState
 
 MARKERS = (
     "kernel(name, ..., no_build=None): the kernels a test needs (warmed before tests run; the test "

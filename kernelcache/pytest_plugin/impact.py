@@ -27,7 +27,7 @@ from .kernels import KernelUnavailable, marker_kernels
 if TYPE_CHECKING:  # pragma: no cover
     from kernelcache.impact import api, record
 
-    from .session import SessionState
+    from .state import SessionState
 
 KEY = "kernelcache_impact"
 _SHOW = 20  # selected tests listed in the terminal summary (all of them with -v)

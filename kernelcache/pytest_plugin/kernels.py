@@ -163,7 +163,7 @@ class Kernels:
         return mod
 
     def use(self, name: str, status: str) -> None:
-        self.uses.setdefault(name, Counter())[status] += 1
+        self.uses.setdefault(name, Counter())[str(status)] += 1  # plain words: they cross to the controller
 
 
 FULL_OUTPUT_HINT = "full compiler output: kernelcache section of the summary"
@@ -238,9 +238,14 @@ def marker_kernels(item: pytest.Item) -> tuple[list[str], dict]:
     return found, kwargs
 
 
-def static_kernel_names(config: pytest.Config) -> list[str]:
+def static_kernel_names(config: pytest.Config, gpus: bool = True) -> list[str]:
     """Kernel names in literal ``kernel(...)`` markers of the test files this run selects
-    (the xdist controller never collects, so it reads the files)."""
+    (the xdist controller never collects, so it reads the files).
+
+    ``gpus=False`` (no GPU here): a kernel whose every marker sits beside ``gpu`` (or ``skip``)
+    is left out: every test that could use it will skip, so building it would be paid for
+    nothing (a CUDA kernel: minutes of nvcc). ``--kc-build-only``, ``--kc-kernels`` or a test
+    without the ``gpu`` marker still ask for it."""
     patterns = tuple(config.getini("python_files") or names.DEFAULT_FILE_PATTERNS)
     paths = []
     for a in config.args:
@@ -251,11 +256,23 @@ def static_kernel_names(config: pytest.Config) -> list[str]:
     for f in names.iter_py_files(paths):
         if not (names.is_test_file(f, patterns) or os.path.realpath(f) in explicit):
             continue
-        for n in names.kernel_marker_names(f):
-            if n not in out:
+        for n, gated in names.kernel_marker_sites(f).items():
+            if n not in out and (gpus or not gated):
                 out.append(n)
     return out
 
 
-def is_skipped(item: pytest.Item) -> bool:
-    return any(m.name == "skip" for m in item.iter_markers())
+def will_skip(item: pytest.Item) -> bool:
+    """Whether a collected test will skip at setup (``skip``, the gpu gate's skip, a true
+    ``skipif``): its kernels need not be built. A ``skipif`` condition that cannot be evaluated
+    counts as "runs" (its error is reported when the test runs)."""
+    if any(m.name == "skip" for m in item.iter_markers()):
+        return True
+    if item.get_closest_marker("skipif") is None:
+        return False
+    from _pytest.skipping import evaluate_skip_marks  # the evaluation pytest itself runs at setup
+
+    try:
+        return evaluate_skip_marks(item) is not None
+    except (Exception, pytest.fail.Exception):  # noqa: BLE001
+        return False

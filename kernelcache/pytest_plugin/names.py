@@ -313,21 +313,52 @@ def read_suite_markers(path: Path) -> dict[str, tuple[str | None, str | None]]:
 
 def kernel_marker_names(path: Path) -> list[str]:
     """Literal kernel names in ``pytest.mark.kernel("a", "b")`` anywhere in a file, in order."""
+    return list(kernel_marker_sites(path))
+
+
+def _mark_name(node: ast.AST) -> str:
+    """``gpu`` for ``pytest.mark.gpu`` / ``pytest.mark.gpu(...)`` / ``mark.gpu``; "" otherwise."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if not isinstance(node, ast.Attribute):
+        return ""
+    base = node.value
+    return node.attr if (isinstance(base, ast.Attribute) and base.attr == "mark") or \
+        (isinstance(base, ast.Name) and base.id == "mark") else ""
+
+
+def kernel_marker_sites(path: Path) -> dict[str, bool]:
+    """Literal kernel names of a file -> whether *every* marker naming it sits in a group (one
+    decorator list, one list or tuple of marks) that also holds ``gpu`` or an unconditional
+    ``skip``: such a kernel is used only by tests that skip on a machine without a GPU.
+
+    A site outside such a group counts as ungated (a kernel may be warmed for nothing, never
+    missed)."""
     try:
         raw = Path(path).read_bytes()
     except OSError:
-        return []
+        return {}
     if b"kernel(" not in raw:
-        return []
+        return {}
     try:
         tree = ast.parse(raw, filename=str(path))
     except (SyntaxError, ValueError):
-        return []
-    names: list[str] = []
+        return {}
+    gated_calls: set[int] = set()
+    for node in ast.walk(tree):
+        group: list[ast.expr] = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            group = node.decorator_list
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            group = node.elts
+        marks = {_mark_name(e) for e in group}
+        if "gpu" in marks or "skip" in marks:  # skip takes no condition: it always skips
+            gated_calls.update(id(e) for e in group if _is_mark_call(e, "kernel"))
+    names: dict[str, bool] = {}
     for node in ast.walk(tree):
         if _is_mark_call(node, "kernel"):
             for a in node.args:  # type: ignore[attr-defined]
                 v = _literal(a)
-                if isinstance(v, str) and v not in names:
-                    names.append(v)
+                if isinstance(v, str):
+                    names[v] = names.get(v, True) and id(node) in gated_calls
     return names

@@ -23,7 +23,7 @@ from .settings_bridge import to_wire
 from .xdist import merge_counts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .session import SessionState
+    from .state import SessionState
 
 REPORT_FORMAT = 1
 _REASON_MAX = 160
@@ -83,9 +83,12 @@ def _derived_status(k: dict) -> str:
 
 
 def kind_label(stats: dict) -> str:
-    """"torch extension" for kernels loaded through the torch drop-in ("" for tvm-ffi modules)."""
-    kinds = sorted(k.split(":", 1)[1] for k, v in (stats or {}).items() if k.startswith("kind:") and v)
-    return "torch extension" if any(k.startswith("torch_") or k == "executable" for k in kinds) else ""
+    """The kind's report label ("torch extension" for kernels of the torch drop-in; "" for
+    tvm-ffi modules), from the ``kind:<name>`` counters the events record."""
+    from kernelcache import kinds
+
+    labels = sorted({kinds.label(k.split(":", 1)[1]) for k, v in (stats or {}).items() if k.startswith("kind:") and v})
+    return ", ".join(label for label in labels if label)
 
 
 def kernel_rows(st: "SessionState", total: dict | None = None) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The active plugin of one pytest process: its state and its (thin) session hooks.
+"""The active plugin of one pytest process: its (thin) session hooks (its state: :mod:`.state`).
 
 Why a registered object instead of module-level hooks: the plugin is installed everywhere but
 active only when asked for; the module-level hooks (:mod:`.hooks`) register this object in
@@ -8,45 +8,15 @@ xdist).
 """
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import Any, Callable
 
 import pytest
 
-from kernelcache.settings import Settings
-
 from . import gating, outcomes, report, xdist
-from .kernels import ITEM_KERNELS, Kernels, KernelUnavailable, is_skipped, marker_kernels, static_kernel_names
-from .options import PLUGIN_NAME, Resolved
-
-STATE = pytest.StashKey["SessionState"]()
-
-
-class SessionState:
-    """Everything one process of an active session knows (controller, worker or plain run)."""
-
-    def __init__(self, config: pytest.Config, opts: Resolved, settings: Settings, hw: dict, arch_text: str):
-        self.config = config
-        self.is_worker = hasattr(config, "workerinput")
-        self.worker_id: str = config.workerinput.get("workerid", "") if self.is_worker else ""  # type: ignore[attr-defined]
-        self.opts = opts
-        self.settings = settings
-        self.hw = hw
-        self.arch_text = arch_text
-        self.kernels = Kernels(config, settings, opts["specs"][0], opts["warm"][0], opts["jobs"][0], self.worker_id)
-        self.declared: list[str] = []  # kernels the controller warms
-        self.worker_out: dict[str, dict] = {}  # worker id -> its workeroutput[PLUGIN_NAME]
-        self.tests: dict[str, dict] = {}
-        self.policy_failures: list[str] = []
-        self.saved_env: dict[str, str | None] = {}
-        self.patched: tuple[str, ...] = ()  # drop-ins armed by --kc-patch (kernelcache.patch)
-        self.impact: dict | None = None  # test impact: selection and map written (pytest_plugin.impact)
-        self.t0 = time.time()
-
-    def opt(self, dest: str) -> Any:
-        return self.opts[dest][0]
-
+from .kernels import ITEM_KERNELS, KernelUnavailable, marker_kernels, static_kernel_names, will_skip
+from .options import PLUGIN_NAME
+from .state import SessionState
 
 class SessionPlugin:
     """Hooks and fixtures of an active plugin."""
@@ -64,8 +34,9 @@ class SessionPlugin:
         build_only = bool(st.opt("build_only"))
         declared = list(st.opt("kernels"))
         if st.opt("warm") != "off" or build_only:
-            known = kernels.known_names()
-            declared += [n for n in static_kernel_names(session.config) if n in known]
+            known = kernels.known_names()  # without a GPU, kernels only gpu tests use are not built
+            gpus = build_only or bool(st.hw.get("gpus"))
+            declared += [n for n in static_kernel_names(session.config, gpus) if n in known]
         if build_only:  # seeding a cache: every kernel the project defines
             declared += list(kernels.extra_specs())
         st.declared = list(dict.fromkeys(declared))
@@ -110,7 +81,8 @@ class SessionPlugin:
         needed: list[str] = []
         for item in session.items:
             for n in item.stash.get(ITEM_KERNELS, []):
-                if n not in st.kernels.results and n not in needed and not is_skipped(item):
+                if n not in st.kernels.results and n not in needed and not will_skip(item) \
+                        and not item.stash.get(gating.ITEM_GPU, None):  # fails at setup (--kc-require-gpu)
                     needed.append(n)
         if needed:
             st.kernels.warm(needed, st.worker_id or "collection")

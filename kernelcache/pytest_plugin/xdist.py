@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from .options import PLUGIN_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .session import SessionState
+    from .state import SessionState
 
 # Which of two results for one kernel the merged report shows: the most telling one.
 _SEVERITY = {"failed": 5, "built": 4, "remote": 3, "hit": 2, "prebuilt": 1, "skipped": 0}

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from .. import deprecord
 from ..errors import KernelCacheError
+from ..layout import DEPSTAT, USED
 from ..manifest import FILENAME as MANIFEST, Manifest, read as read_manifest
 
-USED = "used"  # touched on every hit: LRU order for prune, newest-first candidate order
-DEPSTAT = "depstat.json"  # an older version's re-validated stats: folded into the hit record once
 
 
 class Entry:

@@ -20,13 +20,11 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import manifest as manifest_mod
-from ..layout import BUILT, FETCHED, Layout
+from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
 from ..settings import Settings
 from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
 
 TMP_MAX_AGE_S = 6 * 3600
-QUARANTINE = "quarantine"  # EntryInfo.area of a quarantined entry
-RECENT = ".recent"
 
 
 class EntryInfo:

@@ -9,7 +9,6 @@ identity and schemas like any entry.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import Iterator
 from .. import manifest as manifest_mod
 from .. import process_state
 from .. import toolchain
-from ..errors import ToolchainError
 from ..layout import Layout
 from ..settings import Settings
 from .entry import Entry
@@ -91,19 +89,3 @@ def candidates(name: str, settings: Settings) -> Iterator[Entry]:
                 m = manifest_mod.read(Path(ed.path))
                 if m is not None:
                     yield Entry(Path(ed.path), m, "prebuilt")
-
-
-def cuda_runtime_loadable(major: str) -> bool:
-    """Can this host load ``libcudart.so.<major>`` (the runtime a prebuilt CUDA kernel links)?"""
-    names = [f"libcudart.so.{major}"]
-    try:
-        names.append(os.path.join(toolchain.find_cuda_home(), "lib64", f"libcudart.so.{major}"))
-    except ToolchainError:
-        pass
-    for n in names:
-        try:
-            ctypes.CDLL(n, mode=getattr(os, "RTLD_LAZY", 1))
-            return True
-        except OSError:
-            continue
-    return False

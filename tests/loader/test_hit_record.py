@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import kernelcache as kc
+from kernelcache import anchors as anchors_mod
 from kernelcache import deprecord
 from kernelcache.layout import Layout
 from tests.support import project_spec, spec_code
@@ -117,7 +118,7 @@ def test_record_check_is_the_manifest_check(kc_env, project):
     spec = project_spec(project)
     kc.load(spec)
     entry = Entry.open(_entry_dir(kc_env))
-    anchors = key.anchors_of(spec)
+    anchors = anchors_mod.anchors_of(spec)
     m = entry.manifest
 
     def both():

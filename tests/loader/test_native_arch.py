@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import kernelcache as kc
-from kernelcache import export, key, manifest, native, plan
+from kernelcache import export, kinds, level1, manifest, native
 from kernelcache.settings import Settings
 from kernelcache.storage.entry import Entry
 from tests.support import project_spec
@@ -37,20 +37,20 @@ def _compiler_says(cxx: str) -> str:
 def test_key_holds_the_expansion_not_the_literal_string(kc_env, project):
     s = Settings.from_env()
     spec = project_spec(project, cflags=["-march=native"])
-    p = plan.make_plan(spec, s)
-    l1 = key.level1(p, s)
+    p = kinds.make_plan(spec, s)
+    l1 = level1.level1(p, s)
     nat = l1.inputs["native"]
     cpu = _compiler_says(p.cxx)
     assert cpu != "native"
     assert f"-march={cpu}" in nat["expanded"]  # what the compiler expands it to, not the string
     assert "-march=native" not in nat["expanded"]
-    assert key.canonical_hash(l1.inputs) == l1.key  # so the expansion is part of the key
+    assert level1.canonical_hash(l1.inputs) == l1.key  # so the expansion is part of the key
     assert set(nat["cpu_features"]) <= native.cpu_features() and nat["cpu_features"]
-    plain = key.level1(plan.make_plan(project_spec(project), s), s)
+    plain = level1.level1(kinds.make_plan(project_spec(project), s), s)
     assert "native" not in plain.inputs and plain.key != l1.key
     # the tool-free source key (fleet index) names this CPU for a native spec only
-    sk_native = key.source_key(spec, (), "0.1.0", s)
-    sk_plain = key.source_key(project_spec(project), (), "0.1.0", s)
+    sk_native = kinds.source_key(spec, (), "0.1.0", s)
+    sk_plain = kinds.source_key(project_spec(project), (), "0.1.0", s)
     assert sk_native != sk_plain
 
 
@@ -58,11 +58,11 @@ def test_expansion_is_memoised_per_compiler(kc_env, project, tmp_path):
     s = Settings.from_env()
     spec = project_spec(project, cflags=["-march=native"])
     kc_env.reset_counts()
-    key.level1(plan.make_plan(spec, s), s)
+    level1.level1(kinds.make_plan(spec, s), s)
     assert kc_env.compiles("other") == 1  # the compiler was asked once (-###)
     kc_env.reset_counts()
     kc.reset_process_state()
-    key.level1(plan.make_plan(spec, s), s)  # memoised: no second -### run
+    level1.level1(kinds.make_plan(spec, s), s)  # memoised: no second -### run
     assert kc_env.compiles("other") == 0
 
 
@@ -132,7 +132,7 @@ def test_fetched_fleet_entry_for_another_cpu_is_refused(kc_env, project):
     kc.load(spec)
     [entry] = kc_env.entries()
     s = Settings.from_env().replace(no_build=True)
-    skey = key.source_key(spec, (), toolchain.tvm_ffi_paths().version, s)
+    skey = kinds.source_key(spec, (), toolchain.tvm_ffi_paths().version, s)
     dest = LocalStore(s).fetched_dir(spec.name, skey) / entry.name
     dest.parent.mkdir(parents=True)
     shutil.copytree(entry, dest)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcache import gpu
-from kernelcache.pytest_plugin import names
+from kernelcache.pytest_plugin import gating, names
 
 REPO = Path(__file__).resolve().parents[2]
 RERUN = REPO / "ci" / "rerun-test"
@@ -212,7 +211,7 @@ def test_read_suite_markers_ignores_comments_and_strings(tmp_path):
     ("2x10.0", 2, 9.0, None),
 ])
 def test_gpu_requirement_problem(hw, count, arch, expected):
-    assert gpu.requirement_problem(gpu.parse_hardware(hw), count, arch) == expected
+    assert gating.requirement_problem(gating.parse_hardware(hw), count, arch) == expected
 
 
 def test_failed_from_a_previous_report_reruns_exactly_the_failures(plain):

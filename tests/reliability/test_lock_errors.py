@@ -13,10 +13,10 @@ from tests.support import project_spec, spec_code
 
 
 def _lock_file(kc_env, project):
-    from kernelcache import key, plan
+    from kernelcache import kinds, level1
 
     s = kc.Settings.from_env()
-    l1 = key.level1(plan.make_plan(project_spec(project), s), s)
+    l1 = level1.level1(kinds.make_plan(project_spec(project), s), s)
     return lock.lock_path_for(l1.key, s)
 
 
@@ -47,10 +47,10 @@ def test_waiter_logs_holder_and_deadline_ends_wait(kc_env, project):
         from kernelcache.lock import single_flight
         from pathlib import Path
         import kernelcache as kc
-        from kernelcache import key, plan
+        from kernelcache import kinds, level1
         from tests.support import project_spec
         s = kc.Settings.from_env()
-        l1 = key.level1(plan.make_plan(project_spec(Path({str(project)!r})), s), s)
+        l1 = level1.level1(kinds.make_plan(project_spec(Path({str(project)!r})), s), s)
         with single_flight(l1.key, "adder", s):
             print("held", flush=True)
             time.sleep(60)

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 import kernelcache as kc
-from kernelcache import key, lock, manifest, plan, toolchain
+from kernelcache import kinds, level1, lock, manifest, toolchain
 from tests.support import make_project, project_spec, spec_code
 
 
 def _key1(spec) -> str:
     s = kc.Settings.from_env()
-    return key.level1(plan.make_plan(spec, s), s).key
+    return level1.level1(kinds.make_plan(spec, s), s).key
 
 
 def test_orphaned_lock_artifacts_of_a_dead_builder_do_not_block(kc_env, project):

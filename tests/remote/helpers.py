@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import threading
 from pathlib import Path
 
 
@@ -45,3 +46,21 @@ def raw_get(rc, key: str) -> bytes:
 
 def raw_delete(rc, key: str) -> None:
     rc._backend.delete(key)
+
+
+def finishes(fn, *args, hang_after: float = 120):
+    """``fn(*args)`` in a thread: its exception or result. The limit only stops a hung test (the
+    client's own deadline ends a call long before it); no duration is asserted."""
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(hang_after)
+    assert not t.is_alive(), f"{getattr(fn, '__name__', fn)} hung"
+    return out

@@ -189,10 +189,9 @@ def test_unreachable_endpoint_builds_locally_with_one_warning(tmp_path):
                 "KERNELCACHE_REMOTE_MODE": "readwrite",
                 "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     h = Host("h", tmp_path / "host", env)
-    t0 = time.monotonic()
-    out = h.load(project)
-    assert out["status"] == "built" and time.monotonic() - t0 < 60
-    assert len(h.events("remote_down")) == 1
+    out = h.load(project, timeout=120)  # the timeout only stops a hung load
+    assert out["status"] == "built"
+    assert len(h.events("remote_down")) == 1 and len(h.events("build_done")) == 1
     assert {e.get("reason_code") for e in h.events("remote_error")} == {"remote_unavailable"}
 
 
@@ -215,10 +214,9 @@ def test_server_killed_before_the_download_builds_locally(seaweed_private, prefi
     assert Host("a", tmp_path / "host_a", _rw(remote)).load(project)["status"] == "built"
     seaweed_private.kill()
     b = Host("b", tmp_path / "host_b", _ro(remote))
-    t0 = time.monotonic()
-    out = b.load(project)
-    assert out["status"] == "built" and time.monotonic() - t0 < 60
-    assert len(b.events("remote_down")) == 1
+    out = b.load(project, timeout=120)  # the timeout only stops a hung load
+    assert out["status"] == "built"
+    assert len(b.events("remote_down")) == 1 and len(b.events("remote_error")) == 1  # one failure, then down
 
 
 # -- 5. read mode writes nothing; readwrite never overwrites -------------------------------------

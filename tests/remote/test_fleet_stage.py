@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcache import key, toolchain, validate
+from kernelcache import anchors, kinds, toolchain, validate
 from kernelcache.settings import RemoteSettings, Settings
 from kernelcache.spec import KernelSpec
 from kernelcache.storage.local import LocalStore
@@ -34,8 +34,8 @@ def _request(spec: KernelSpec, s: Settings, accept, can_build: bool = True):
     from kernelcache.fleet import FleetRequest
 
     tvm = toolchain.tvm_ffi_paths(s.memo_dir).version
-    inst = validate.Installation(tvm, key.anchors_of(spec), s.cuda_arch)
-    return FleetRequest(spec, s, key.source_key(spec, (), tvm, s), inst, LocalStore(s), accept, can_build)
+    inst = validate.Installation(tvm, anchors.anchors_of(spec), s.cuda_arch)
+    return FleetRequest(spec, s, kinds.source_key(spec, (), tvm, s), inst, LocalStore(s), accept, can_build)
 
 
 def test_outcome_with_a_door_that_accepts(published):

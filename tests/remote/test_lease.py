@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from .helpers import ids, make_files
+from .helpers import finishes, ids, make_files
 
 from kernelcache.storage.remote import Lease, LeaseInfo
 
@@ -93,10 +93,9 @@ def test_sigkilled_holder_blocks_nobody_beyond_expiry(remote, tmp_path):
         holder = rc.acquire_lease("adder", skey, 30)
         assert isinstance(holder, LeaseInfo) and holder.pid == proc.pid
         waits = []
-        t0 = time.monotonic()
-        assert rc.wait_for_entries("adder", skey, 30, lambda h, w: waits.append((h, w))) == []
-        waited = time.monotonic() - t0
-        assert waited < ttl + 2.5, waited  # returns once the dead holder's lease expired
+        got = finishes(rc.wait_for_entries, "adder", skey, 3600, lambda h, w: waits.append((h, w)))
+        assert got == {"value": []}, got  # an hour's deadline: it returned because the lease expired
+        assert rc.lease_holder("adder", skey) is None  # (it ended: nobody holds it now)
         assert waits and all(h.pid == proc.pid for h, _ in waits)
         taken = rc.acquire_lease("adder", skey, 30)
         assert isinstance(taken, Lease)
@@ -132,9 +131,11 @@ def test_wait_is_bounded_by_its_deadline(remote):
     skey = ids()[0]
     lease = rc.acquire_lease("adder", skey, 60)
     try:
-        t0 = time.monotonic()
-        assert rc.wait_for_entries("adder", skey, 1.5) == []
-        assert 1.4 < time.monotonic() - t0 < 4.0
+        waits: list[float] = []
+        got = finishes(rc.wait_for_entries, "adder", skey, 1.5, lambda h, w: waits.append(w))
+        assert got == {"value": []}, got  # returned with the lease still held (60 s): the deadline
+        assert isinstance(rc.lease_holder("adder", skey), LeaseInfo)
+        assert len(waits) >= 2 and waits == sorted(waits) and waits[-1] >= 1.5  # it polled up to it
         assert sum(rc.request_counts().values()) < 40  # polling with backoff, not a spin
     finally:
         lease.release()
@@ -142,9 +143,9 @@ def test_wait_is_bounded_by_its_deadline(remote):
 
 def test_no_lease_no_wait(remote):
     rc = remote.open("read")
-    t0 = time.monotonic()
-    assert rc.wait_for_entries("adder", ids()[0], 30) == []
-    assert time.monotonic() - t0 < 2.0
+    waits: list = []
+    assert rc.wait_for_entries("adder", ids()[0], 30, lambda h, w: waits.append(h)) == []
+    assert waits == [] and sum(rc.request_counts().values()) == 3  # list, lease, list: no poll
 
 
 @pytest.mark.parametrize("garbage", [b"not json", b'{"host": 1}'])

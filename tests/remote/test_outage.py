@@ -1,16 +1,16 @@
 """Outages, provoked for real: wrong credentials (SeaweedFS checks them), nothing listening, a
 server that accepts and never answers, a SeaweedFS SIGKILLed mid-download, a hung shared
-filesystem (a FIFO blocks open(2) for real). Each ends within a few seconds as
-RemoteUnavailable, marks the remote down with exactly one warning, and sends no further request.
+filesystem (a FIFO blocks open(2) for real). Each ends (at the client's own deadline) as
+RemoteUnavailable after one request, marks the remote down with exactly one warning, and sends no
+further request. Counts and order are asserted, never durations.
 """
 from __future__ import annotations
 
 import os
-import time
 import warnings
 
 import pytest
-from .helpers import ids, make_files
+from .helpers import finishes, ids, make_files
 from .servers import StallServer, unused_endpoint
 
 from kernelcache.storage.remote import RemoteUnavailable
@@ -19,27 +19,23 @@ from kernelcache.storage.remote.client import RemoteDownWarning, blob_key
 pytest.importorskip("obstore")
 
 
-def _assert_down_after(rc, server=None, within: float = 6.0):
-    """The first call fails fast and marks down (one warning); later calls make no request."""
+def _assert_down_after(rc, server=None):
+    """The first call fails as one request and marks down (one warning); later calls make none."""
     skey = ids()[0]
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        t0 = time.monotonic()
-        with pytest.raises(RemoteUnavailable) as ei:
-            rc.list_entries("adder", skey)
-        took = time.monotonic() - t0
-        assert took < within, f"first failure took {took:.1f}s"
-        assert ei.value.reason == "remote_unavailable"
+        err = finishes(rc.list_entries, "adder", skey).get("error")
+        assert isinstance(err, RemoteUnavailable), err
+        assert err.reason == "remote_unavailable"
         assert rc.down_reason
         client_before = rc.request_counts()
+        assert sum(client_before.values()) == 1, client_before  # one request, no retry loop
         server_before = server.request_counts() if server is not None else None
         for _ in range(3):
-            t1 = time.monotonic()
             with pytest.raises(RemoteUnavailable, match="marked down"):
                 rc.list_entries("adder", skey)
             with pytest.raises(RemoteUnavailable):
                 rc.lease_holder("adder", skey)
-            assert time.monotonic() - t1 < 0.1
         assert rc.request_counts() == client_before  # no request once down
         if server is not None:
             assert server.request_counts() == server_before
@@ -48,7 +44,7 @@ def _assert_down_after(rc, server=None, within: float = 6.0):
     from .servers import SECRET_KEY
 
     assert SECRET_KEY not in str(down[0].message)
-    return ei.value
+    return err
 
 
 def test_wrong_credentials_mark_down(seaweed, prefix, make_settings):
@@ -78,7 +74,7 @@ def test_unreachable_endpoint(prefix, make_settings, seaweed):
 
     env = {**seaweed.env, "AWS_ENDPOINT_URL": unused_endpoint()}
     rc = open_remote(make_settings(seaweed.url(prefix), "read", timeout=3.0), environ=env)
-    _assert_down_after(rc, within=4.0)
+    _assert_down_after(rc)
 
 
 def test_server_that_never_answers_hits_the_deadline(prefix, make_settings, seaweed):
@@ -88,7 +84,7 @@ def test_server_that_never_answers_hits_the_deadline(prefix, make_settings, seaw
     try:
         env = {**seaweed.env, "AWS_ENDPOINT_URL": stall.endpoint}
         rc = open_remote(make_settings(seaweed.url(prefix), "read", timeout=1.5), environ=env)
-        _assert_down_after(rc, within=6.0)
+        _assert_down_after(rc)
     finally:
         stall.close()
 
@@ -111,7 +107,7 @@ def test_server_killed_mid_download(seaweed_private, prefix, make_settings, tmp_
         first = next(it)
         if key == blob_key(entry.files["kernel.so"][0]):
             srv.kill()  # the real server dies with the body in flight
-            killed["at"] = time.monotonic()
+            killed["requests"] = sum(reader.request_counts().values())
         yield first
         yield from it
 
@@ -119,10 +115,10 @@ def test_server_killed_mid_download(seaweed_private, prefix, make_settings, tmp_
     dest = tmp_path / "staging"
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        with pytest.raises(RemoteUnavailable):
-            reader.fetch_files(entry, dest)
+        err = finishes(reader.fetch_files, entry, dest).get("error")
+    assert isinstance(err, RemoteUnavailable), err
     assert killed, "the kill hook never ran"
-    assert time.monotonic() - killed["at"] < 6.0
+    assert sum(reader.request_counts().values()) == killed["requests"]  # no request after the kill
     assert reader.down_reason
     assert list(dest.iterdir()) == []  # the partial download is gone
     assert len([w for w in rec if issubclass(w.category, RemoteDownWarning)]) == 1
@@ -165,10 +161,8 @@ def test_hung_shared_filesystem_hits_the_deadline(file_remote, make_settings, tm
     try:
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
-            t0 = time.monotonic()
-            with pytest.raises(RemoteUnavailable, match="did not finish"):
-                reader.fetch_files(entry, tmp_path / "staging")
-            assert time.monotonic() - t0 < 3.0
+            err = finishes(reader.fetch_files, entry, tmp_path / "staging").get("error")
+            assert isinstance(err, RemoteUnavailable) and "did not finish within 1s" in str(err), err
         assert len([x for x in rec if issubclass(x.category, RemoteDownWarning)]) == 1
         assert reader.down_reason
     finally:  # unblock the abandoned reader thread

@@ -13,6 +13,7 @@ import pytest
 
 import kernelcache as kc
 from kernelcache import admit, manifest
+from kernelcache.kinds.tvm_ffi import bind_now
 from kernelcache.storage.entry import Entry
 from kernelcache.storage.local import LocalStore
 from tests.support import replace_file
@@ -75,7 +76,7 @@ def test_bind_now_turns_an_unresolved_symbol_into_an_oserror(tmp_path):
     so = tmp_path / "bad.so"
     subprocess.run(["g++", "-shared", "-fPIC", "-o", str(so), str(src)], check=True, timeout=120)
     with pytest.raises(OSError, match="kc_missing_symbol"):
-        admit.bind_now(so)
+        bind_now(so)
 
 
 def test_name_lock_is_one_lock_per_name():

@@ -6,6 +6,7 @@ import stat
 import pytest
 
 from kernelcache import gpu, reset_process_state
+from kernelcache.pytest_plugin import gating
 from kernelcache.errors import ToolchainError
 
 
@@ -86,10 +87,10 @@ def test_hung_nvidia_smi_is_bounded(tmp_path, monkeypatch):
 
 
 def test_hardware_stand_ins_and_requirements():
-    hw = gpu.parse_hardware("2x9.0")
-    assert hw["count"] == 2 and gpu.requirement_problem(hw, 2, "9.0") is None
-    assert "arch too old" in gpu.requirement_problem(gpu.parse_hardware("8.0"), 1, "9.0")
-    assert "found only 1" in gpu.requirement_problem(gpu.parse_hardware("9.0"), 2)
-    assert "no GPU" in gpu.requirement_problem(gpu.parse_hardware("cpu"), 1)
+    hw = gating.parse_hardware("2x9.0")
+    assert hw["count"] == 2 and gating.requirement_problem(hw, 2, "9.0") is None
+    assert "arch too old" in gating.requirement_problem(gating.parse_hardware("8.0"), 1, "9.0")
+    assert "found only 1" in gating.requirement_problem(gating.parse_hardware("9.0"), 2)
+    assert "no GPU" in gating.requirement_problem(gating.parse_hardware("cpu"), 1)
     with pytest.raises(ValueError):
-        gpu.parse_hardware("2xbanana")
+        gating.parse_hardware("2xbanana")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import kernelcache as kc
-from kernelcache import key, plan
+from kernelcache import kinds, level1
 from tests.support import project_spec
 
 
@@ -14,7 +14,7 @@ def _settings(tmp_path, **kw):
 
 def test_keyed_commands_are_the_run_commands(tmp_path, project):
     s = _settings(tmp_path)
-    p = plan.make_plan(project_spec(project), s)
+    p = kinds.make_plan(project_spec(project), s)
     bd = "/__kernelcache_build__"
     assert p.key_commands()["compile"] == [[p.anchored(a, bd) for a in p.compile_argv(step, bd)] for step in p.sources]
     argv = p.compile_argv(p.sources[0], "/x")
@@ -28,8 +28,8 @@ def test_checkout_path_is_not_in_the_key(tmp_path):
     s = _settings(tmp_path)
     a = make_project(tmp_path / "a")
     b = make_project(tmp_path / "elsewhere" / "b")
-    ka = key.level1(plan.make_plan(project_spec(a), s), s)
-    kb = key.level1(plan.make_plan(project_spec(b), s), s)
+    ka = level1.level1(kinds.make_plan(project_spec(a), s), s)
+    kb = level1.level1(kinds.make_plan(project_spec(b), s), s)
     assert ka.key == kb.key and str(tmp_path) not in str(ka.inputs["commands"])
 
 
@@ -40,27 +40,27 @@ def test_cuda_arch_comes_from_settings(tmp_path):
         pytest.skip("no CUDA toolkit")
     (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
     spec = kc.KernelSpec(name="cu", sources=["k.cu"], root=tmp_path)
-    p80 = plan.make_plan(spec, _settings(tmp_path, cuda_arch="8.0"))
-    p90 = plan.make_plan(spec, _settings(tmp_path, cuda_arch="sm_90"))
+    p80 = kinds.make_plan(spec, _settings(tmp_path, cuda_arch="8.0"))
+    p90 = kinds.make_plan(spec, _settings(tmp_path, cuda_arch="sm_90"))
     assert "-gencode=arch=compute_80,code=sm_80" in p80.cuda_flags and p90.archs == ("9.0",)
     s80, s90 = _settings(tmp_path, cuda_arch="8.0"), _settings(tmp_path, cuda_arch="9.0")
-    assert key.level1(p80, s80).key != key.level1(p90, s90).key
+    assert level1.level1(p80, s80).key != level1.level1(p90, s90).key
 
 
 def test_source_key_needs_no_toolchain_and_tracks_sources(tmp_path, project, monkeypatch):
     s = _settings(tmp_path)
     spec = project_spec(project)
-    k1 = key.source_key(spec, (), "0.1.15", s)
+    k1 = kinds.source_key(spec, (), "0.1.15", s)
     monkeypatch.setenv("CXX", "/bin/false")  # no compiler: still computable
-    assert key.source_key(spec, (), "0.1.15", s) == k1
-    assert key.source_key(spec, (), "0.1.99", s) == k1  # same ABI series
-    assert key.source_key(spec, (), "0.2.0", s) != k1
+    assert kinds.source_key(spec, (), "0.1.15", s) == k1
+    assert kinds.source_key(spec, (), "0.1.99", s) == k1  # same ABI series
+    assert kinds.source_key(spec, (), "0.2.0", s) != k1
     (project / "add.cc").write_text((project / "add.cc").read_text() + "// edit\n")
-    assert key.source_key(spec, (), "0.1.15", s) != k1
-    assert key.source_key(spec, (), "0.1.15", s.replace(cache_buster="x")) != key.source_key(spec, (), "0.1.15", s)
+    assert kinds.source_key(spec, (), "0.1.15", s) != k1
+    assert kinds.source_key(spec, (), "0.1.15", s.replace(cache_buster="x")) != kinds.source_key(spec, (), "0.1.15", s)
 
 
 def test_missing_compiler_is_a_toolchain_error(tmp_path, project, monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-xyz")
     with pytest.raises(kc.ToolchainError, match="no-such-compiler-xyz"):
-        plan.make_plan(project_spec(project), _settings(tmp_path))
+        kinds.make_plan(project_spec(project), _settings(tmp_path))

@@ -27,7 +27,7 @@ from ... import process_state
 from . import lease as lease_mod
 from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
-from .refs import (ENTRY_RE, FILE_RE, FORMAT, MAX_ENVELOPE, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids,
+from .refs import (ENTRIES, ENTRY_RE, FILE_RE, FORMAT, MAX_ENVELOPE, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids,
                    entry_key, file_digest)
 from .signing import Signer, Verifier, canonical
 
@@ -158,7 +158,7 @@ class RemoteCache:
         """Entries of (name, skey), newest first. One list request."""
         check_ids(name, skey)
         refs = []
-        for o in self.store.list(f"entries/{name}/{skey}/"):
+        for o in self.store.list(f"{ENTRIES}{name}/{skey}/"):
             ref = self._ref(o, name, skey)
             if ref is not None:
                 refs.append(ref)
@@ -168,7 +168,7 @@ class RemoteCache:
     @staticmethod
     def _ref(o: ObjectInfo, name: str | None = None, skey: str | None = None) -> RemoteRef | None:
         parts = o.key.split("/")
-        if len(parts) != 4 or parts[0] != "entries" or not parts[3].endswith(".json"):
+        if len(parts) != 4 or parts[0] + "/" != ENTRIES or not parts[3].endswith(".json"):
             return None
         n, s, eid = parts[1], parts[2], parts[3][:-5]
         if (name is not None and n != name) or (skey is not None and s != skey) or not ENTRY_RE.match(eid):
@@ -177,7 +177,7 @@ class RemoteCache:
 
     def all_entries(self) -> list[RemoteRef]:
         """Every entry on the remote (ls, verify, trim): one listing of ``entries/``."""
-        refs = [r for o in self.store.list("entries/") if (r := self._ref(o)) is not None]
+        refs = [r for o in self.store.list(ENTRIES) if (r := self._ref(o)) is not None]
         refs.sort(key=lambda r: (r.name, r.skey, r.last_modified), reverse=False)
         return refs
 

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .backend import RemoteError, RemoteMissing
+from .refs import LEASES
 
 FORMAT = 1
 
 
 def lease_prefix(name: str, skey: str) -> str:
-    return f"leases/{name}/{skey}/"
+    return f"{LEASES}{name}/{skey}/"
 
 
 def _gen_of(key: str) -> int | None:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from ...errors import KernelCacheError
 from .backend import RemoteCorrupt, RemoteError, RemoteMissing, RemoteRefused, RemoteUnavailable
 from .client import RemoteCache
-from .refs import SHA_RE, blob_key
+from .refs import BLOBS, ENTRIES, LEASES, SHA_RE, blob_key
 from .filestore import FileBackend
 from .signing import keygen as _keygen
 
@@ -31,7 +31,7 @@ def remote_ls(rc: RemoteCache) -> list[dict]:
 
 
 def _blobs(rc: RemoteCache) -> dict[str, Any]:
-    return {o.key.split("/", 1)[1]: o for o in rc.store.list("blobs/") if SHA_RE.match(o.key.split("/", 1)[-1])}
+    return {o.key.split("/", 1)[1]: o for o in rc.store.list(BLOBS) if SHA_RE.match(o.key.split("/", 1)[-1])}
 
 
 def remote_verify(rc: RemoteCache) -> list[dict]:
@@ -125,7 +125,7 @@ def remote_trim(rc: RemoteCache, max_age_s: float, dry_run: bool = False,
     for sha, obj in sorted(_blobs(rc).items()):
         if sha not in referenced and obj.last_modified.timestamp() < now - grace:
             plan.append((blob_key(sha), lambda k=blob_key(sha): rc.store.delete(k)))
-    for obj in rc.store.list("leases/"):
+    for obj in rc.store.list(LEASES):
         expired = obj.last_modified.timestamp() < now - rc.lease_ttl
         try:
             expired = float(json.loads(rc.store.get(obj.key))["expires"]) < now
@@ -143,7 +143,7 @@ def remote_trim(rc: RemoteCache, max_age_s: float, dry_run: bool = False,
             on_remove(key)
         delete()
         removed.append(key)
-    for prefix in ("entries/", "leases/"):
+    for prefix in (ENTRIES, LEASES):
         backend.remove_empty_dirs(prefix)
     return removed
 

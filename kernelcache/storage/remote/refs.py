@@ -59,12 +59,17 @@ def check_ids(name: str, skey: str, entry_id: str | None = None) -> None:
         raise ValueError(f"bad entry id for the remote (32 lowercase hex): {entry_id!r}")
 
 
+ENTRIES = "entries/"  # the remote layout: entries/<name>/<skey>/<entry_id>.json (envelopes)
+BLOBS = "blobs/"  # blobs/<sha256> (content-addressed files)
+LEASES = "leases/"  # leases/<name>/<skey>/<sequence>.json (compile leases)
+
+
 def entry_key(name: str, skey: str, entry_id: str) -> str:
-    return f"entries/{name}/{skey}/{entry_id}.json"
+    return f"{ENTRIES}{name}/{skey}/{entry_id}.json"
 
 
 def blob_key(sha256: str) -> str:
-    return f"blobs/{sha256}"
+    return f"{BLOBS}{sha256}"
 
 
 def file_digest(path: Path) -> tuple[str, int]:

@@ -1,0 +1,72 @@
+"""Module kinds: what a build produces and how it is admitted, one file per kind.
+
+``KernelSpec.kind`` names a file of this package (``tvm_ffi``, ``torch_python``,
+``torch_library``, ``executable``); that file's ``KIND`` (a :class:`~.base.Kind`) supplies
+everything that differs per kind: the plan facts (output name, flag style), the key facts, the
+fresh-build check, admission and the label. Nothing outside this package compares a kind's
+name, so the next kind (a FlashInfer module, say) is one more file here.
+
+Kinds are found by file name and imported on first use, so a process that loads only tvm-ffi
+modules never imports the torch kinds.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from ..errors import SpecError
+
+if TYPE_CHECKING:
+    from ..plan import BuildPlan
+    from ..settings import Settings
+    from ..spec import KernelSpec
+    from .base import Kind
+
+
+def of(name: str) -> "Kind":
+    """The kind named ``name`` (SpecError when no file of this package defines it)."""
+    mod = sys.modules.get(f"{__name__}.{name}")
+    if mod is None:
+        if not name.isidentifier() or name in ("base", "torch_common"):
+            raise SpecError(f"unknown module kind {name!r}")
+        try:
+            mod = import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise SpecError(f"unknown module kind {name!r} (no kernelcache/kinds/{name}.py)") from None
+    kind = getattr(mod, "KIND", None)
+    if kind is None:
+        raise SpecError(f"unknown module kind {name!r}")
+    return kind
+
+
+def make_plan(spec: "KernelSpec", settings: "Settings") -> "BuildPlan":
+    """The exact compile/link plan of ``spec`` on this machine (ToolchainError when a tool is missing)."""
+    return of(spec.kind).plan(spec, settings)
+
+
+def source_key(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings",
+               hashes: dict[str, str] | None = None) -> str:
+    """The toolchain-free source key of ``spec`` (see ``source_key.source_key``) with its kind's facts."""
+    from ..source_key import source_key as _source_key
+
+    kind = of(spec.kind)
+    return _source_key(spec, archs, tvm_version, settings, kind.key_inputs(), kind.verbatim_flags, hashes)
+
+
+def label(name: str) -> str:
+    """How reports name a kind ("torch extension", ...; "" for the default tvm-ffi module)."""
+    try:
+        return of(name).report_label
+    except SpecError:
+        return name
+
+
+def surface_main(argv: list[str]) -> int:
+    """The surface subprocess of a fresh build: ``KIND PATH NAME`` -> one ``KC_SURFACE`` json line."""
+    kind, path, name = argv
+    sys.stdout.write("KC_SURFACE " + json.dumps(of(kind).surface(path, name), sort_keys=True) + "\n")
+    return 0

@@ -1,0 +1,64 @@
+"""The kind protocol: every step of a load that differs per module kind, with its defaults.
+
+A kind is a stateless object (``KIND`` in its file). The plan, the key, the build, publishing
+and the lookup are shared; a kind supplies only facts and steps:
+
+* plan facts: the output file's name, whether it is linked ``-shared``, and whether the spec's
+  flags are complete (``verbatim_flags``: another JIT's own lines, used as given) or tvm-ffi's
+  base flags, includes and library are added;
+* key facts: what the kind adds to the level-1 and source keys (``key_inputs``);
+* what a fresh build records, read from the linked binary before anything is published
+  (exported schemas, exported surface; BuildError when it cannot even be inspected); the
+  fresh entry then passes the same door as every other (``admit.accept``);
+* admission of an entry whose file checks passed: ``admit`` returns (module, None) or
+  (None, Rejection); any exception it raises is a rejection too;
+* labels for reports.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import plan as plan_mod
+from ..manifest import Manifest
+from ..settings import Settings
+from ..spec import KernelSpec
+from ..validate import Rejection
+
+
+class Kind:
+    """Defaults shared by the kinds; each kind file overrides what differs."""
+
+    name = ""
+    label = ""  # "tvm-ffi module", "torch extension", ...
+    report_label = ""  # the kernel table's label column ("" for the default kind)
+    verbatim_flags = True  # the spec's flags are another JIT's complete lines (nothing added)
+    shared = True  # linked with -shared (an executable is not)
+    in_process = True  # loaded into this process (dlopen): a replaced path loads from a private copy
+    stamp_binary = True  # after one sha256 check, the binary's stat stands in for its hash
+
+    def so_name(self, spec_name: str) -> str:
+        return f"{spec_name}.so"
+
+    def key_inputs(self) -> dict[str, str]:
+        """What this kind adds to the keys (the default kind adds nothing: its keys predate kinds)."""
+        return {"kind": self.name}
+
+    def plan(self, spec: KernelSpec, settings: Settings) -> plan_mod.BuildPlan:
+        make = plan_mod.verbatim_plan if self.verbatim_flags else plan_mod.tvm_ffi_plan
+        return make(spec, settings, so_name=self.so_name(spec.name), shared=self.shared,
+                    kind_inputs=self.key_inputs())
+
+    def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
+        """What a freshly linked binary exports: (schemas, surface) for its manifest. Judging
+        it is the door's job (``admit.accept``); this raises BuildError only when the binary
+        cannot be inspected at all."""
+        raise NotImplementedError
+
+    def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, Rejection | None]:
+        """Load an entry whose file checks passed: (module or path, None) or (None, why)."""
+        raise NotImplementedError
+
+    def surface(self, path: str, name: str) -> dict:
+        """The exported surface of a fresh binary, computed in the surface subprocess."""
+        return {}

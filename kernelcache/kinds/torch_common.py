@@ -1,0 +1,64 @@
+"""What the torch kinds share: the surface subprocess of a fresh build, identity before import.
+
+Right after a build, before anything is published, the binary is loaded in a subprocess that
+records its exported surface (``kernelcache.surface``); a module that cannot be imported there
+is a build error (command, output, exit status) and is never cached. At admission the identity
+nonce is read *before* the module's Python code runs (ctypes), then the module is imported or
+the library loaded, and what it exports is compared with the surface recorded for these bytes.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import validate
+from ..errors import BuildError
+from ..manifest import Manifest
+from ..spec import KernelSpec
+from .base import Kind
+
+SURFACE_TIMEOUT_S = 600.0
+_PKG_PARENT = str(Path(__file__).resolve().parent.parent.parent)
+# Imports torch, then reads the path of the linked binary from stdin (empty line: exit quietly).
+_RUNNER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import torch; "
+           "path = sys.stdin.readline().strip(); "
+           "from kernelcache.kinds import surface_main; "
+           "raise SystemExit(surface_main([sys.argv[1], path, sys.argv[2]]) if path else 0)")
+
+
+class TorchKind(Kind):
+    """A binary that links libtorch, checked by its exported surface."""
+
+    def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
+        """Load the binary in a subprocess that imports torch first; record what it exports.
+        Started after the link, not beside the compiler: on a busy machine a concurrent torch
+        import slowed the compile down by more than it saved (measured, benchmarks/RESULTS.md)."""
+        proc = subprocess.Popen([sys.executable, "-c", _RUNNER, _PKG_PARENT, self.name, spec.name],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = proc.communicate(str(so_path) + "\n", timeout=SURFACE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise BuildError(spec.name, "<import check>", "importing the built module timed out") from None
+        line = next((ln for ln in stdout.splitlines() if ln.startswith("KC_SURFACE ")), None)
+        if proc.returncode != 0 or line is None:
+            raise BuildError(spec.name, f"<import check: {self.name} {so_path}>",
+                             "the built module does not load:\n" + stderr + stdout, proc.returncode)
+        return {}, json.loads(line[len("KC_SURFACE "):])
+
+    def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, validate.Rejection | None]:
+        import torch  # noqa: F401 - the binary links libtorch: its libraries must be loaded first
+
+        ident = validate.read_identity(path)  # dlopen by ctypes: no Python code of the module runs
+        if ident != m.identity:
+            return None, validate.Rejection("identity", f"identity {ident!r} != manifest's {m.identity!r} "
+                                                        "(binary of another build)")
+        return self.load_checked(spec, m.surface or {}, path)
+
+    def load_checked(self, spec: KernelSpec, recorded: dict, path: Path) -> tuple[Any, validate.Rejection | None]:
+        """Load the binary whose identity was checked; compare its surface with ``recorded``."""
+        raise NotImplementedError

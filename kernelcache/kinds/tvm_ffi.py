@@ -1,0 +1,58 @@
+"""The default kind: a tvm-ffi module (``tvm_ffi.load_module``), its functions typed by schemas."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .. import validate
+from ..errors import BuildError
+from ..manifest import Manifest
+from ..spec import KernelSpec
+from .base import Kind
+
+
+def bind_now(path: Path) -> None:
+    """dlopen with every symbol resolved now (OSError if one is missing).
+
+    A module with an unresolved symbol loads fine lazily and kills the process with "symbol
+    lookup error" at its first call; resolving everything up front turns that into a rejection.
+    The handle is the one tvm-ffi's dlopen of the same path gets.
+    """
+    import ctypes
+
+    ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+
+
+class TvmFfi(Kind):
+    name = "tvm_ffi"
+    label = "tvm-ffi module"
+    verbatim_flags = False  # tvm-ffi's base flags, include dir and library are added
+    stamp_binary = False  # small binaries: re-hashed once per process
+
+    def key_inputs(self) -> dict[str, str]:
+        return {}
+
+    def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
+        """The exported schemas (every symbol must resolve, or the build failed)."""
+        import tvm_ffi
+
+        try:
+            bind_now(so_path)  # first dlopen of this file: every symbol resolved, or a clear error
+        except OSError as e:
+            raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
+        return validate.exported_schemas(tvm_ffi.load_module(str(so_path)), list(spec.functions)), None
+
+    def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, validate.Rejection | None]:
+        import tvm_ffi
+
+        try:
+            bind_now(path)
+            mod = tvm_ffi.load_module(str(path))
+        except Exception as e:  # noqa: BLE001 - any load failure is a rejection
+            return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
+        rej, _ = validate.after_dlopen(spec, m, mod, path, m.identity)
+        return (None, rej) if rej else (mod, None)
+
+
+KIND = TvmFfi()
