@@ -120,7 +120,7 @@ def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, setti
         **({"native_cpu": sorted(native.cpu_features())} if _has_native(spec) else {}),
     }
     data.update(_kind_inputs(spec))
-    if spec.kind != "tvm_ffi":
+    if spec.verbatim_flags:
         # Foreign kinds carry complete flag lists with install paths (torch's include and
         # library dirs): anchored, so hosts whose venvs sit elsewhere share the index.
         anchors = anchors_of(spec)
@@ -139,6 +139,8 @@ def _kind_inputs(spec: KernelSpec) -> dict:
         out["kind"] = spec.kind
     if spec.abi:
         out["extra_abi"] = dict(spec.abi)
+    if spec.complete_flags:
+        out["complete_flags"] = True
     return out
 
 

@@ -91,7 +91,7 @@ def _resolve_dirs(spec: KernelSpec, dirs) -> list[str]:
 
 def make_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
     """The plan for ``spec`` on this machine (raises ToolchainError when a tool is missing)."""
-    if spec.kind != "tvm_ffi":
+    if spec.verbatim_flags:
         return _foreign_plan(spec, settings)
     memo = settings.memo_dir
     tvm = toolchain.tvm_ffi_paths(memo)
@@ -147,7 +147,8 @@ def _steps(spec: KernelSpec) -> list[SourceStep]:
 
 
 def _foreign_plan(spec: KernelSpec, settings: Settings) -> BuildPlan:
-    """Kinds built the way another JIT builds them (torch's cpp_extension).
+    """Kinds built the way another JIT builds them (torch's cpp_extension; FlashInfer's modules,
+    tvm-ffi modules with ``complete_flags``).
 
     Their drop-in translated the caller's arguments into the complete flag lists that JIT would
     pass (includes, defines, arch flags, libraries), so the flags are used verbatim: nothing of

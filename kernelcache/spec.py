@@ -79,6 +79,15 @@ class KernelSpec:
     # Extra ABI facts a foreign loader knows and the key must cover (torch version and C++ ABI,
     # Python ABI of a pybind11 module, ...): part of both keys, checked for foreign entries.
     abi: Mapping[str, str] = field(default_factory=dict)
+    # The flags are another JIT's complete command lines (FlashInfer's, kernelcache.flashinfer):
+    # used verbatim as for the foreign kinds, nothing of kernelcache's tvm-ffi defaults added
+    # (no -O2, no gencode, no -ltvm_ffi); the module is still a tvm-ffi module when loaded.
+    complete_flags: bool = False
+
+    @property
+    def verbatim_flags(self) -> bool:
+        """Are ``cflags``/``cuda_cflags``/``ldflags`` complete command lines (foreign kinds too)?"""
+        return self.kind != "tvm_ffi" or self.complete_flags
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):

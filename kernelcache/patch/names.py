@@ -12,6 +12,7 @@ from typing import Sequence
 REGISTRY: dict[str, tuple[str, str]] = {
     "tvm_ffi": ("tvm_ffi.cpp", "kernelcache.tvm_ffi"),
     "torch": ("torch.utils.cpp_extension", "kernelcache.cpp_extension"),
+    "flashinfer": ("flashinfer.jit.core", "kernelcache.flashinfer"),
 }
 _ALL = ("all", "1", "true", "yes", "on")
 _NONE = ("0", "false", "no", "off", "")
