@@ -16,6 +16,10 @@ Sides alternate for the warm figures (``--warm-reps``), medians printed with the
 route/FlashInfer (goals: cold <= 1.05x, warm <= 1.0x). Not a test.
 
     python benchmarks/bench_flashinfer.py [--modules silu] [--warm-reps 5] [--arch 9.0a] [--skip-own-cache]
+    python benchmarks/bench_flashinfer.py --warm-only OWN_WS KC_WS KC_CACHE   # warm figures on built dirs
+
+kernelcache's modules are byte-compiled first (``compileall``) and children may write ``.pyc``,
+as an installed package has them (``PYTHONDONTWRITEBYTECODE=1`` would recompile every import).
 
 Modules: silu (activation, one generated .cu), norm, sampling, rope, decode (batch decode bf16,
 head dim 128), prefill (batch prefill FA2 bf16, head dim 128). On a machine without a GPU the
@@ -95,16 +99,29 @@ def main() -> None:
     ap.add_argument("--arch", default=os.environ.get("FLASHINFER_CUDA_ARCH_LIST", ""))
     ap.add_argument("--skip-own-cache", action="store_true")
     ap.add_argument("--json", default="")
+    ap.add_argument("--warm-only", nargs=3, metavar=("OWN_WS", "KC_WS", "KC_CACHE"))
     a = ap.parse_args()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "kernelcache")], check=True)
     modules = a.modules.split(",")
     tmp = Path(tempfile.mkdtemp(prefix="kc-bench-fi-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "FLASHINFER_WORKSPACE"))}
     base["PYTHONPATH"] = str(REPO) + os.pathsep + base.get("PYTHONPATH", "")
     base["KERNELCACHE_LOG"] = "0"
+    base.pop("PYTHONDONTWRITEBYTECODE", None)
     if a.arch:
         base["FLASHINFER_CUDA_ARCH_LIST"] = a.arch
     if not shutil.which("nvidia-smi"):
         base["FLASHINFER_EXTRA_LDFLAGS"] = (base.get("FLASHINFER_EXTRA_LDFLAGS", "") + f" -L{_stub(tmp)}").strip()
+    if a.warm_only:
+        own_ws, kc_ws, kc_cache = (Path(p) for p in a.warm_only)
+        wo, wr = [], []
+        for _ in range(a.warm_reps):
+            wo.append(_run(_env(base, own_ws, tmp / "unused"), modules, route=False)["seconds"])
+            wr.append(_run(_env(base, kc_ws, kc_cache), modules, route=True)["seconds"])
+        print(f"load {os.getloadavg()[0]:.1f}  warm_own {statistics.median(wo):.4f}  warm_route "
+              f"{statistics.median(wr):.4f}  ratio {statistics.median(wr) / statistics.median(wo):.3f}")
+        print("own", [round(x, 4) for x in wo], "route", [round(x, 4) for x in wr])
+        return
     fleet = f"file://{tmp / 'fleet'}"
     own_ws, kc_ws, kc_cache = tmp / "ws-own", tmp / "ws-kc", tmp / "cache"
     res: dict = {"modules": modules, "load": os.getloadavg()[0]}
