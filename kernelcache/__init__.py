@@ -101,10 +101,11 @@ def _arm_patches() -> None:
     its target is imported (kernelcache.patch). A dict lookup when unset."""
     from .settings import patch_requested
 
-    if patch_requested():
+    chosen = patch_requested()
+    if chosen:
         from .patch import arm_from_env
 
-        arm_from_env()
+        arm_from_env(chosen)
 
 
 _arm_patches()

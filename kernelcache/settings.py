@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
+from .patch.names import parse as parse_patch
 from .records import FrozenRecord
 
 if TYPE_CHECKING:
@@ -25,8 +26,6 @@ PREFIX = "KERNELCACHE_"
 # Old name -> new name. The old one keeps working, with a DeprecationWarning.
 DEPRECATED_ENV = {"KERNELCACHE_PREBUILD": "KERNELCACHE_WARM"}
 REMOTE_MODES = ("read", "readwrite", "off")
-# The foreign JIT APIs kernelcache can patch (kernelcache.patch holds the registry of how).
-PATCH_TARGETS = ("tvm_ffi", "torch")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -187,7 +186,7 @@ class Settings(FrozenRecord):
     flashinfer_include: str | None
     max_jobs: int | None  # compile parallelism (never part of the key)
     remote: RemoteSettings  # the fleet cache (off by default)
-    patch: tuple[str, ...]  # drop-ins to patch in: "tvm_ffi" (tvm_ffi.cpp), "torch" (cpp_extension)
+    patch: tuple[str, ...]  # drop-ins to patch in (kernelcache.patch.names: tvm_ffi, torch, flashinfer)
     cache_buster: str | None  # any string: part of every key (force a fleet-wide rebuild)
     _FIELDS = ("cache_dir", "lock_dir", "lock_timeout", "no_build", "rebuild", "log", "prebuilt", "cuda_arch",
                "flashinfer_include", "max_jobs", "remote", "patch", "cache_buster")
@@ -328,24 +327,6 @@ class Settings(FrozenRecord):
     def remote_writable(self) -> bool:
         """Shortcut for ``self.remote.writable``."""
         return self.remote.writable
-
-
-def parse_patch(value: "str | Sequence[str] | None", name: str = "KERNELCACHE_PATCH") -> tuple[str, ...]:
-    """``"tvm_ffi,torch"`` / ``"all"`` / a sequence of names -> the drop-ins, in registry order.
-
-    Comma or space separated; ``all`` means every drop-in; ``0``/``off``/empty means none; an
-    unknown name is a ``ValueError`` naming the known ones (a typo must not silently patch nothing).
-    """
-    items = value.replace(",", " ").split() if isinstance(value, str) else [str(v) for v in value or ()]
-    chosen: set[str] = set()
-    for item in (i.strip().lower().replace("-", "_") for i in items):
-        if item in ("all", "1", "true", "yes", "on"):
-            chosen.update(PATCH_TARGETS)
-        elif item in PATCH_TARGETS:
-            chosen.add(item)
-        elif item not in _FALSE:
-            raise ValueError(f"{name}: unknown drop-in {item!r}; known: {', '.join(PATCH_TARGETS)} (or all)")
-    return tuple(t for t in PATCH_TARGETS if t in chosen)
 
 
 def patch_requested(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -79,7 +79,6 @@ class KernelSpec:
     # Extra ABI facts a foreign loader knows and the key must cover (torch version and C++ ABI,
     # Python ABI of a pybind11 module, ...): part of both keys, checked for foreign entries.
     abi: Mapping[str, str] = field(default_factory=dict)
-
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise SpecError(f"KernelSpec.name must match [A-Za-z0-9_]+, got {self.name!r}")

@@ -7,6 +7,7 @@ name               patches                     with
 =================  ==========================  ===============================
 ``tvm_ffi``        ``tvm_ffi.cpp``             ``kernelcache.tvm_ffi``
 ``torch``          ``torch.utils.cpp_extension`` ``kernelcache.cpp_extension``
+``flashinfer``     ``flashinfer.jit.core``     ``kernelcache.flashinfer``
 =================  ==========================  ===============================
 
 ``KERNELCACHE_PATCH=tvm_ffi,torch`` (or ``all``; the old ``KERNELCACHE_PATCH_TVM_FFI=1`` too),
@@ -16,7 +17,9 @@ the targets import torch (seconds), so a drop-in is installed right after its ta
 importing; a process that never imports it pays nothing. The adapters are imported by name, only
 then, so a drop-in whose adapter is not installed costs nothing until it is asked for.
 
-Each adapter module offers ``install(settings=None)``, ``uninstall()`` and ``is_installed()``.
+Each adapter module offers ``install(settings=None)``, ``uninstall()`` and ``is_installed()``
+(built on :class:`kernelcache.dropin.Adapter`). The registry and the parsing of names live in
+:mod:`.names`, a leaf that ``settings`` reads too.
 """
 from __future__ import annotations
 
@@ -26,15 +29,10 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable
 
 from . import _hook
+from .names import REGISTRY, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
-
-# name -> (the module it patches, the kernelcache module that does it)
-REGISTRY: dict[str, tuple[str, str]] = {
-    "tvm_ffi": ("tvm_ffi.cpp", "kernelcache.tvm_ffi"),
-    "torch": ("torch.utils.cpp_extension", "kernelcache.cpp_extension"),
-}
 
 __all__ = ["REGISTRY", "names", "available", "arm", "disarm", "install", "uninstall", "arm_from_env"]
 
@@ -45,9 +43,7 @@ class PatchError(ImportError):
 
 def names(value: "str | Iterable[str] | None") -> tuple[str, ...]:
     """``"tvm_ffi,torch"`` / ``"all"`` / names -> registered names (``ValueError`` on a typo)."""
-    from ..settings import parse_patch
-
-    return parse_patch(value, "patch")
+    return parse(value, "patch")
 
 
 def available(name: str) -> bool:
@@ -108,15 +104,13 @@ def disarm(which: "str | Iterable[str]" = "all") -> None:
     _hook.disarm(REGISTRY[n][0] for n in names(which))
 
 
-def arm_from_env() -> tuple[str, ...]:
-    """Arm what ``KERNELCACHE_PATCH`` / ``KERNELCACHE_PATCH_TVM_FFI`` ask for (cheap when unset).
+def arm_from_env(chosen: tuple[str, ...]) -> tuple[str, ...]:
+    """Arm what ``KERNELCACHE_PATCH`` / ``KERNELCACHE_PATCH_TVM_FFI`` asked for
+    (``settings.patch_requested()``, read by the caller: this package never imports settings).
 
-    Called by ``import kernelcache`` and by the ``kernelcache-patch.pth`` hook; never raises, so
-    a bad value or a missing adapter can never break interpreter start-up.
+    Called by ``import kernelcache`` (which the ``kernelcache-patch.pth`` hook imports); never
+    raises, so a bad value or a missing adapter can never break interpreter start-up.
     """
-    from ..settings import patch_requested
-
-    chosen = patch_requested()
     if not chosen:
         return ()
     try:

@@ -42,7 +42,7 @@ def _core(spec: KernelSpec, settings: "Settings", generated: Path | None) -> tup
     """Load through the cache; a failed or refused (no-build) call removes the sources it wrote."""
     import kernelcache
 
-    from .. import inline_sources
+    from ..dropin import generated as inline_sources
 
     try:
         return kernelcache.load_with_result(spec, settings=settings)
@@ -109,7 +109,7 @@ def _inline(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, e
             extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, embed_cubin=None,
             settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
     """The spec ``load_inline`` builds, and its generated source dir when this call wrote it."""
-    from .. import inline_sources
+    from ..dropin import generated as inline_sources
     from ..spec import KernelSpec
     from . import _args, _sources
 

@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import inline_sources
+from ..dropin import generated as inline_sources
 from . import _args
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -2,24 +2,22 @@
 
 ``install()`` replaces the attributes on ``tvm_ffi.cpp`` and ``tvm_ffi.cpp.extension`` (the
 two places callers reach them through) for this process; ``uninstall()`` puts tvm-ffi's own
-functions back. A ``from tvm_ffi.cpp import load_inline`` executed *before* ``install()`` keeps
-its reference to the original: install early (the pytest option does it at configure time).
+functions back (the shared base: :class:`kernelcache.dropin.Adapter`). A ``from tvm_ffi.cpp
+import load_inline`` executed *before* ``install()`` keeps its reference to the original:
+install early (the pytest option does it at configure time).
 """
 from __future__ import annotations
 
-import functools
-import threading
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..dropin.adapter import Adapter, routed
 from . import _api, _env
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
 
 NAMES = ("load_inline", "load", "build_inline", "build")
-_lock = threading.Lock()
-_saved: dict[tuple[str, str], Callable[..., Any]] = {}  # (module, name) -> what was there
-_installed_settings: list["Settings | None"] = []  # one element while installed
+_MODULES = ("tvm_ffi.cpp", "tvm_ffi.cpp.extension")
 
 
 def _modules() -> dict[str, Any]:
@@ -27,25 +25,24 @@ def _modules() -> dict[str, Any]:
 
     # import_module, not attribute access: the import hook installs while ``tvm_ffi`` itself is
     # still initialising (its ``cpp`` attribute is set only after ``tvm_ffi.cpp`` finished).
-    return {n: importlib.import_module(n) for n in ("tvm_ffi.cpp", "tvm_ffi.cpp.extension")}
+    return {n: importlib.import_module(n) for n in _MODULES}
 
 
 def _replacement(name: str, settings: "Settings | None") -> Callable[..., Any]:
-    target = getattr(_api, name)
-    base = _env.Installed(settings) if settings is not None else None
+    # a base only: the call's own environment still applies (_env)
+    return routed(getattr(_api, name), _env.Installed(settings) if settings is not None else None)
 
-    @functools.wraps(target)
-    def routed(*args: Any, **kwargs: Any) -> Any:
-        if base is not None:  # a base only: the call's own environment still applies (_env)
-            kwargs.setdefault("settings", base)
-        return target(*args, **kwargs)
 
-    routed.__kernelcache_dropin__ = True  # type: ignore[attr-defined]
-    return routed
+def _saved(originals: dict[tuple[str, str], Any]) -> None:
+    # Fallbacks (HIP, object outputs) must reach tvm-ffi's own builders, never ourselves.
+    _api.save_originals({name: originals[("tvm_ffi.cpp.extension", name)] for name in NAMES})
+
+
+ADAPTER = Adapter("tvm_ffi", _modules, NAMES, _replacement, _saved)
 
 
 def is_installed() -> bool:
-    return bool(_installed_settings)
+    return ADAPTER.is_installed()
 
 
 def install(settings: "Settings | None" = None) -> None:
@@ -53,35 +50,15 @@ def install(settings: "Settings | None" = None) -> None:
 
     ``settings`` (default: ``Settings.from_env()`` read at each call) is the base of every routed
     call; what tvm-ffi reads at call time (``TVM_FFI_CUDA_ARCH_LIST``, ``CXX``, ...) still applies
-    per call, and a call's own ``settings=`` wins (kernelcache.tvm_ffi._env). Calling it again
-    replaces the settings; ``uninstall()`` restores tvm-ffi's functions.
+    per call, and a call's own ``settings=`` wins (kernelcache.dropin.call_settings). Calling it
+    again replaces the settings; ``uninstall()`` restores tvm-ffi's functions.
     """
-    mods = _modules()
-    with _lock:
-        for mname, mod in mods.items():
-            for name in NAMES:
-                current = getattr(mod, name)
-                if not getattr(current, "__kernelcache_dropin__", False):
-                    _saved[(mname, name)] = current
-        # Fallbacks (HIP, object outputs) must reach tvm-ffi's own builders, never ourselves.
-        _api.save_originals({name: _saved[("tvm_ffi.cpp.extension", name)] for name in NAMES})
-        for mod in mods.values():
-            for name in NAMES:
-                setattr(mod, name, _replacement(name, settings))
-        _installed_settings[:] = [settings]
+    ADAPTER.install(settings)
 
 
 def uninstall() -> None:
     """Put tvm-ffi's own functions back (a no-op when not installed)."""
-    with _lock:
-        if not _installed_settings:
-            return
-        mods = _modules()
-        for (mname, name), original in _saved.items():
-            mod = mods[mname]
-            if getattr(getattr(mod, name), "__kernelcache_dropin__", False):
-                setattr(mod, name, original)
-        _installed_settings.clear()
+    ADAPTER.uninstall()
 
 
 def install_if_requested(settings: "Settings | None" = None) -> bool:

@@ -29,7 +29,8 @@ print(json.dumps({"kernelcache_at_start": before,
 @pytest.mark.parametrize("env, expected", [
     ({"KERNELCACHE_PATCH": "tvm_ffi"}, ("tvm_ffi",)),
     ({"KERNELCACHE_PATCH": "torch, tvm-ffi"}, ("tvm_ffi", "torch")),
-    ({"KERNELCACHE_PATCH": "all"}, ("tvm_ffi", "torch")),
+    ({"KERNELCACHE_PATCH": "all"}, ("tvm_ffi", "torch", "flashinfer")),
+    ({"KERNELCACHE_PATCH": "flashinfer"}, ("flashinfer",)),
     ({"KERNELCACHE_PATCH_TVM_FFI": "1"}, ("tvm_ffi",)),  # the old name still works
     ({"KERNELCACHE_PATCH": "off"}, ()),
     ({}, ()),
@@ -46,8 +47,8 @@ def test_a_typo_is_an_error_naming_the_known_drop_ins_but_never_breaks_start_up(
 
 
 def test_settings_round_trip_through_the_environment_export() -> None:
-    s = Settings.from_env({}, patch="torch,tvm_ffi")
-    assert Settings.from_env(s.to_env()).patch == ("tvm_ffi", "torch")
+    s = Settings.from_env({}, patch="flashinfer,torch,tvm_ffi")
+    assert Settings.from_env(s.to_env()).patch == ("tvm_ffi", "torch", "flashinfer")
 
 
 def _py(code: str, env: dict, *args: str, python: str = sys.executable, cwd: Path | None = None
@@ -83,7 +84,7 @@ def test_a_drop_in_without_its_adapter_is_named_when_asked_for_and_skipped_by_al
     monkeypatch.setitem(patch.REGISTRY, "torch", ("kc_no_such_target", "kernelcache.kc_no_such_adapter"))
     with pytest.raises(patch.PatchError, match="drop-in 'torch'"):
         patch.arm("torch")
-    assert patch.arm("all", strict=False) == ("tvm_ffi",)
+    assert patch.arm("all", strict=False) == ("tvm_ffi", "flashinfer")
     patch.disarm("all")
 
 

@@ -45,7 +45,7 @@ def test_settings_and_a_real_entry_agree_with_the_layout(built_adder):
 
 
 # outside any cache dir: file -> why
-NOT_THE_CACHE = {"inline_sources.py": "the drop-ins' fallback for read-only caches, under the system temp dir"}
+NOT_THE_CACHE = {"dropin/generated.py": "the drop-ins' fallback for read-only caches, under the system temp dir"}
 _AREA_WORDS = {"v1", "entries", "fetched", "inline", "dropin", "quarantine", "trash", "toolchain"}
 
 

@@ -26,6 +26,8 @@ MEMOS = {
     "events.py": {"events.counters"},
     "gpu.py": {"gpu.detection"},
     "native.py": {"native.cpu_features"},
+    "flashinfer/_gate.py": {"flashinfer.said"},
+    "flashinfer/_route.py": {"flashinfer.loaded"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
     "fleet.py": {"fleet.clients"},

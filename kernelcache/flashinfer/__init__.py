@@ -1,0 +1,31 @@
+"""Drop-in for FlashInfer's JIT: its nvcc modules built, cached and shared by kernelcache.
+
+No code change: ``KERNELCACHE_PATCH=flashinfer`` (or ``all``), ``pytest -p kernelcache
+--kc-patch=flashinfer``, ``python -m kernelcache.patch --jit flashinfer script.py`` (or
+``python -m kernelcache.flashinfer script.py``), or ``kernelcache.flashinfer.install()``.
+
+What changes for a FlashInfer module (``JitSpecNvcc``): FlashInfer's AOT packages still go
+first; then the module is a kernelcache entry keyed by the bytes of every file the compiler
+read, the expanded command lines, the compilers' identity, the gencode set and the tvm-ffi ABI
+(not by the workspace path, the URI or mtimes); builds are single-flight across processes and
+published atomically; generated sources are compiled from an immutable snapshot; a fresh host
+fetches the entry from the fleet instead of compiling; ``FLASHINFER_DISABLE_JIT`` means no build,
+not no cache. Untested FlashInfer versions and modules with steps the route does not mirror
+run FlashInfer's own JIT, with one line saying why (docs/flashinfer_dropin.md).
+
+Importing this module patches nothing and imports neither FlashInfer nor tvm-ffi.
+"""
+from __future__ import annotations
+
+from ._gate import TESTED_VERSIONS
+from ._patch import install, is_installed, uninstall
+
+__all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "kernel_spec"]
+
+
+def kernel_spec(jit_spec, settings=None):  # type: ignore[no-untyped-def]
+    """The kernelcache ``KernelSpec`` the route builds for a FlashInfer ``JitSpecNvcc``."""
+    from ..settings import resolve
+    from ._spec import kernel_spec as _kernel_spec
+
+    return _kernel_spec(jit_spec, resolve(settings))[0]

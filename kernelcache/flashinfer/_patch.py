@@ -1,0 +1,61 @@
+"""Zero-code-change mode: route FlashInfer's nvcc JIT modules through kernelcache.
+
+``install()`` replaces six attributes of ``flashinfer.jit.core.JitSpecNvcc`` (the one class
+every nvcc module, templated or not, is built and loaded through) for this process:
+``build_and_load`` and ``_build_and_load_jit_fallback`` (which bypasses it), and the four that
+name the loaded file (``get_library_path(s)``, ``jit_library_path``, ``is_compiled``), so they
+agree with what was loaded. ``uninstall()`` puts FlashInfer's own back (the drop-ins' base:
+:class:`kernelcache.dropin.Adapter`). An untested FlashInfer version leaves the class alone
+and says so once.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..dropin.adapter import Adapter
+from ..dropin.call_settings import Installed
+from . import _gate, _route
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import Settings
+
+NAMES = ("build_and_load", "_build_and_load_jit_fallback", "get_library_path", "get_library_paths",
+         "jit_library_path", "is_compiled")
+_LABEL = "JitSpecNvcc"
+
+
+def _classes() -> dict[str, Any]:
+    import importlib
+
+    return {_LABEL: importlib.import_module("flashinfer.jit.core").JitSpecNvcc}
+
+
+def _replacement(name: str, settings: "Settings | None") -> Any:
+    base = Installed(settings) if settings is not None else None
+    return _route.make(name, lambda: ADAPTER.original(name, _LABEL), base)
+
+
+ADAPTER = Adapter("flashinfer", _classes, NAMES, _replacement)
+
+
+def is_installed() -> bool:
+    return ADAPTER.is_installed()
+
+
+def install(settings: "Settings | None" = None) -> bool:
+    """Route FlashInfer's nvcc modules through kernelcache; False (and one line) when this
+    FlashInfer is not one the route knows, leaving it untouched.
+
+    ``settings`` (default: the environment's at each call) is the base of every routed load.
+    """
+    why = _gate.class_refusal(_classes()[_LABEL])
+    if why:
+        _gate.say("*", why)
+        return False
+    ADAPTER.install(settings)
+    return True
+
+
+def uninstall() -> None:
+    """Put FlashInfer's own methods back (a no-op when not installed)."""
+    ADAPTER.uninstall()
