@@ -7,6 +7,7 @@ path whose bytes changed since dlopen saw it is loaded from a private copy.
 """
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -105,14 +106,17 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     return mod, None
 
 
-def published(fresh: Entry, dest: Entry) -> None:
+def published(fresh: Entry, dest: Entry, module: Any) -> Any:
     """A fresh entry accepted in its build directory was renamed into place: what this process
     learned about it (its module, its verified bytes, the inode dlopen mapped) holds at its new
-    path, since a rename keeps the file. Repeat loads then hand out the same module."""
+    path, since a rename keeps the file. Repeat loads then hand out the same module. Returns
+    ``module`` as it reads after the rename: kinds whose admission hands back a path (an
+    executable, a torch library) named the file under the build directory."""
+    module = _moved(module, fresh.path, dest.path)
     with _state.lock:
         mod = _state.modules.pop((str(fresh.path), fresh.entry_id), None)
         if mod is not None:
-            _state.modules[(str(dest.path), dest.entry_id)] = mod
+            _state.modules[(str(dest.path), dest.entry_id)] = _moved(mod, fresh.path, dest.path)
         old = str(fresh.so_path)
         if old in _state.verified_sha:
             _state.verified_sha.discard(old)
@@ -120,6 +124,33 @@ def published(fresh: Entry, dest: Entry) -> None:
         ino = _state.dlopened.pop(old, None)
         if ino is not None:
             _state.dlopened[str(dest.so_path)] = ino
+    return module
+
+
+def _moved(module: Any, old: Path, new: Path) -> Any:
+    """``module`` as it reads after its entry was renamed from ``old`` to ``new``: a path (kinds
+    whose admission hands back a file) is re-rooted, and a Python module imported from the build
+    directory gets the published path as its ``__file__`` (the rename kept the file it maps)."""
+    prefix = str(old)
+
+    def moved(text: str) -> str | None:
+        if text == prefix or text.startswith(prefix + os.sep):
+            return str(new) + text[len(prefix):]
+        return None
+
+    if isinstance(module, (str, Path)):
+        text = moved(str(module))
+        return module if text is None else type(module)(text)
+    where = getattr(module, "__file__", None)
+    if isinstance(where, str) and moved(where) is not None:
+        try:
+            module.__file__ = moved(where)
+            spec = getattr(module, "__spec__", None)
+            if spec is not None and isinstance(spec.origin, str) and moved(spec.origin) is not None:
+                spec.origin = moved(spec.origin)
+        except (AttributeError, TypeError):  # a module type that does not take attributes
+            pass
+    return module
 
 
 def _binary_stamp(entry: Entry) -> tuple[str, list[int]] | None:

@@ -173,8 +173,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
         events.emit("publish_race_lost", name=spec.name, entry=out.entry_id)
     if won or dest == bdir:  # ours (renamed into place, or kept where a winner is not visible yet)
         entry = Entry(dest, m)
-        admit.published(fresh, entry)
-        return mod, entry, None
+        return admit.published(fresh, entry, mod), entry, None
     winner = Entry(dest, manifest_mod.read(dest) or m)
     mod, rej = ctx.accept(winner)  # the winner's bytes, not ours: through the same door
     return mod, winner, rej

@@ -8,6 +8,7 @@ modules here include only pybind11 (a few seconds to compile, not ~40 s for torc
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 MODULE = """#include <pybind11/pybind11.h>
 int f() {{ return {value}; }}
@@ -77,4 +78,4 @@ def test_a_library_loaded_again_with_new_code_returns_the_new_library(torch_env)
     assert [ctypes.CDLL(p).kc_value() for p in paths] == [1, 2]
     # build_directory gets torch's output names too (callers inspect it, e.g. with cuobjdump)
     assert [(out / n).read_bytes() for n in ("kc_reloaded_lib.so", "kc_reloaded_lib_v1.so")] == [
-        open(p, "rb").read() for p in paths]
+        Path(p).read_bytes() for p in paths]
