@@ -69,6 +69,20 @@ class Mutation:
     record: str = ""
 
 
+# a test module that reads a data file next to the n-gram kernel's sources when it is imported
+GOLDEN_TEST = """
+
+from pathlib import Path as _Path  # noqa: E402
+
+_GOLDEN = (_Path(__file__).resolve().parents[2] / "kernelcache/csrc/ngram_corpus/golden.txt").read_text().split()
+
+
+@pytest.mark.parametrize("value", _GOLDEN)
+def test_golden_value(value):
+    assert value == "3"
+"""
+
+
 MUTATIONS = [
     Mutation("ngram corpus.cc: validation bound", NG + "corpus.cc", "p.min_bfs_breadth <= 0", "p.min_bfs_breadth <= 1",
              expect="not:test_tree_sampling"),
@@ -152,6 +166,18 @@ MUTATIONS = [
              "@@ Tree speculative",
              before=Mutation("docs edit committed", "docs/layout.md", new="\nimpact mutation\n"),
              record="tests/kernels/test_tree_sampling.py", expect="not:test_ngram"),
+    # issue 22 (rerun): a header outside the kernel's root (reached by a relative include), and a
+    # data file next to a kernel's sources read when a test module is imported
+    Mutation("header outside the root (kernelcache/extra/x.h) broken", "kernelcache/extra/x.h", "EXTRA_VALUE 0",
+             "EXTRA_VALUE 0 @",
+             before=Mutation("ngram common.h includes ../../extra/x.h", NG + "common.h", "#include <new>\n",
+                             "#include <new>\n#include \"../../extra/x.h\"\n",
+                             also=("kernelcache/extra/x.h", "#pragma once\n#define EXTRA_VALUE 0\n")),
+             record="tests/kernels/test_ngram_random.py::test_random_eviction_heavy", expect="not:test_tree_sampling"),
+    Mutation("data file read at import (ngram_corpus/golden.txt) edited", NG + "golden.txt", "3", "4",
+             before=Mutation("test_plan.py reads ngram_corpus/golden.txt at import", "tests/unit/test_plan.py",
+                             new=GOLDEN_TEST, also=(NG + "golden.txt", "3\n")),
+             record="tests/unit/test_plan.py", expect="not:test_tree_sampling"),
 ]
 
 
