@@ -11,7 +11,7 @@ import os
 import re
 
 from . import toolchain
-from .anchors import anchor_path, anchors_for, resolve_anchor
+from .anchors import anchor_path, anchors_for, resolve_anchor, root_relative
 from .level1 import canonical_hash
 from .plan import BuildPlan
 
@@ -62,7 +62,7 @@ def record_deps(plan: BuildPlan, dep_paths: list[str], exclude_dir: str) -> tupl
             digest = toolchain.content_hash(p)
         except OSError:
             continue
-        seen[p] = {"path": anchor_path(p, anchors), "xxh3": digest, "stat": _stat_tuple(st)}
+        seen[p] = {"path": root_relative(p, raw, anchors), "xxh3": digest, "stat": _stat_tuple(st)}
         for k, d in enumerate(inc_dirs):
             if p.startswith(d + os.sep):
                 rel = p[len(d) + 1:]

@@ -17,7 +17,9 @@ from .plan import BuildPlan
 from .settings import Settings
 from .spec import KernelSpec
 
-KEY_FORMAT = 3
+# 4: files outside the root that move with it are named relative to it (anchors.moving_dirs);
+# entries of format 3 recorded them by absolute path, which a moved checkout must not trust
+KEY_FORMAT = 4
 
 
 def canonical_hash(obj) -> str:

@@ -11,6 +11,7 @@ test file are shared by all its tests.
 from __future__ import annotations
 
 import os
+import posixpath
 import sys
 import threading
 from pathlib import Path
@@ -195,7 +196,9 @@ def kernel_record(name: str, repo: RepoPaths, root: Path | None, sources: Iterab
         if p == ROOT or p.startswith(ROOT + "/"):
             if root_rel is None:
                 return None
-            return prefix + p[len(ROOT) + 1:]
+            # ``${ROOT}/../common/x.h``: a file outside the root that moves with it
+            rel = posixpath.normpath(prefix + p[len(ROOT) + 1:]) if "/.." in p else prefix + p[len(ROOT) + 1:]
+            return None if rel == ".." or rel.startswith("../") else rel
         if p.startswith("${"):
             return None  # ${TVM_FFI}, ${SITE}: the environment, not the repository
         return repo.in_repository(p)

@@ -23,6 +23,7 @@ PKG = Path(kc.__file__).resolve().parent
 # file -> the names its memos register under
 MEMOS = {
     "admit.py": {"admit.admitted"},
+    "anchors.py": {"anchors.project_roots"},
     "events.py": {"events.counters"},
     "gpu.py": {"gpu.detection"},
     "native.py": {"native.cpu_features"},
