@@ -9,7 +9,7 @@ the cache: every file parsed), the same through the CLI (``kernelcache
 affected``, a fresh interpreter), and two peers in the same run: ``git diff --name-status``
 alone (the floor) and ``pytest --collect-only`` of the test suite (what every pytest run pays).
 
-    python benchmarks/impact_selection.py [--map PATH] [--repeat 7]
+    python benchmarks/impact_selection.py [--map PATH] [--repeat 7] [--whole-suite]
 
 The map defaults to benchmarks/.out/impact-map.json (left there by benchmarks/impact_mutations.py).
 """
@@ -42,6 +42,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--map", default=str(REPO / "benchmarks" / ".out" / "impact-map.json"))
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--whole-suite", action="store_true",
+                    help="add every test pytest collects to the map (a record like its file's recorded tests, "
+                         "or one that loaded nothing): selection at this repository's full size")
     args = ap.parse_args()
     try:
         imap = json.loads(Path(args.map).read_text())
@@ -55,6 +58,19 @@ def main() -> int:
         subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True,
                               check=True).stdout.strip()
+        env = {**os.environ, "PYTHONPATH": str(clone)}
+        collect_cmd = [sys.executable, "-m", "pytest", "-p", "no:kernelcache", "-p", "no:xdist", "--collect-only",
+                       "-q", "tests"]
+        if args.whole_suite:  # every collected test of the suite in the map (as a full recording has)
+            ids = [ln.strip() for ln in subprocess.run(collect_cmd, cwd=clone, env=env, capture_output=True,
+                                                       text=True).stdout.splitlines() if "::" in ln]
+            for nid in ids:
+                f = nid.split("::")[0]
+                like = next((t for t in imap["tests"].values() if t["file"] == f), None)
+                imap["tests"].setdefault(nid, {**(like or {"kernels": [], "outcome": "passed", "duration": 0.0,
+                                                          "early_skip": False, "skipped": False}),
+                                               "nodeid": nid, "file": f})
+                imap["files"].setdefault(f, {"reads": [], "dirs": [], "loaded": [], "commits": []})
         imap.update(commit=head, dirty={})  # format 2: every record carries its commit
         for t in imap["tests"].values():
             t["commit"] = head
@@ -69,7 +85,6 @@ def main() -> int:
 
         cuh = clone / "kernelcache/csrc/speculative_sampling/tree_sampling.cuh"
         cuh.write_text(cuh.read_text() + "// a pull request's edit\n")
-        env = {**os.environ, "PYTHONPATH": str(clone)}
         since = "HEAD"
         facts = tmp / "import-facts.json"  # the ast facts cache (per blob id)
         cold = timed(lambda: affected(clone, since, map_path), max(3, args.repeat // 2))  # parses every file
@@ -80,14 +95,13 @@ def main() -> int:
                                            capture_output=True, check=True), max(3, args.repeat // 2))
         git = timed(lambda: subprocess.run(["git", "diff", "--name-status", f"{since}...HEAD"], cwd=clone,
                                            capture_output=True, check=True), args.repeat)
-        collect = timed(lambda: subprocess.run([sys.executable, "-m", "pytest", "-p", "no:kernelcache", "-p",
-                                                "no:xdist", "--collect-only", "-q", "tests"], cwd=clone, env=env,
-                                               capture_output=True), 2)
+        collect = timed(lambda: subprocess.run(collect_cmd, cwd=clone, env=env, capture_output=True), 2)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     med = statistics.median
     n_sel = len(res["selected"])
-    print(f"clone of {REPO} at HEAD {imap['commit'][:12]} + one line in tree_sampling.cuh: {len(res['changed'])} changed file(s); map "
+    print(f"clone of {REPO} at HEAD {imap['commit'][:12]} + one line in tree_sampling.cuh: {len(res['changed'])} changed file(s); "
+          f"{len(imap['tests'])} tests in {len(imap['files'])} files in the map "
           f"{map_path or '(none: everything runs)'}; selected {n_sel}, deselected {len(res['deselected'])}"
           + (f"; everything: {res['everything'][:100]}" if res["everything"] else ""))
     rows = [("selection in-process (affected())", med(inproc)),

@@ -41,6 +41,10 @@ def moving_dirs(spec: KernelSpec) -> list[str]:
     """Directories outside the root that move with it: the repository holding the root, and
     relative include dirs that leave the root (where no repository holds them)."""
     root = str(spec.root)
+    memo = (root, *spec.include_dirs, "", *spec.system_include_dirs)
+    hit = _moving.get(memo)
+    if hit is not None:
+        return hit
     repo = project_root(root)
     out = [repo] if repo and repo != root else []
     for d in (*spec.include_dirs, *spec.system_include_dirs):
@@ -49,6 +53,7 @@ def moving_dirs(spec: KernelSpec) -> list[str]:
         p = str(spec.abspath(d))
         if not _under(p, root) and not (repo and _under(p, repo)) and p not in out:
             out.append(p)
+    _moving[memo] = out
     return out
 
 
@@ -57,6 +62,7 @@ def _under(path: str, prefix: str) -> bool:
 
 
 _project_roots: dict[str, str | None] = {}
+_moving: dict[tuple[str, ...], list[str]] = {}  # (root, include dirs) -> moving_dirs
 
 
 def project_root(root: str) -> str | None:
@@ -77,7 +83,12 @@ def project_root(root: str) -> str | None:
     return found
 
 
-process_state.register("anchors.project_roots", _project_roots.clear)
+def _forget() -> None:
+    _project_roots.clear()
+    _moving.clear()
+
+
+process_state.register("anchors.project_roots", _forget)
 
 
 def root_relative(path: str, raw: str, anchors: list[tuple[str, str]]) -> str:

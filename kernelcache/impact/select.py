@@ -15,7 +15,7 @@ import fnmatch
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from .changes import ADDED, DELETED, Change, ChangeSet
 from .graph import Closure, ImportGraph, conftests_for
@@ -101,6 +101,7 @@ class Selector:
         self.changed = self._ignoring(changes.union())  # every change any record can see
         self._by_commits: dict[frozenset[str], dict[str, Change]] = {}
         self._closures: dict[tuple[str, ...], Closure] = {}
+        self._answers: dict[tuple, str | None] = {}  # (what, file or kernel, commits) -> reason
         self._read_by_compiler = {p for k in (imap.kernels.values() if imap else ()) for p in k.inputs}
         self.everything = self._global_reason()
 
@@ -187,12 +188,13 @@ class Selector:
         kernels = self._kernels_of(t, rec, frec)
         commits = {rec.commit, *(frec.commits if frec else ())}
         commits |= {k.commit for n in kernels if (k := self.map.kernels.get(n)) is not None}
+        ckey = frozenset(commits)
         changed = self.changes_for(commits)
-        why = self._imports(t.file, changed)
+        why = self._memo(("imports", t.file, ckey), lambda: self._imports(t.file, changed))
         if why:
             return why
         for k in kernels:
-            why = self._kernel(k, changed)
+            why = self._memo(("kernel", k, ckey), lambda: self._kernel(k, changed))  # noqa: B023 (called here)
             if why:
                 return why
         if frec is not None:
@@ -203,6 +205,15 @@ class Selector:
                 if c.kind in (ADDED, DELETED) and posixpath.dirname(p) in frec.dirs:
                     return f"its file's tests list {posixpath.dirname(p) or '.'}/, where {c.describe()}"
         return None
+
+    def _memo(self, key: tuple, compute: Callable[[], str | None]) -> str | None:
+        """Per test file and per kernel, the answer for one set of record commits is the same
+        for every test: computed once (a suite has thousands of tests, tens of files)."""
+        try:
+            return self._answers[key]
+        except KeyError:
+            got = self._answers[key] = compute()
+            return got
 
     def _closure(self, starts: tuple[str, ...]) -> Closure:
         got = self._closures.get(starts)
