@@ -214,7 +214,9 @@ class Project:
 
     def env(self) -> dict[str, str]:
         return {"KERNELCACHE_DIR": str(self.cache), "KERNELCACHE_LOCK_DIR": str(self.cache / "locks"),
-                "KERNELCACHE_LOG": "0", "KERNELCACHE_HARDWARE": "cpu"}
+                "KERNELCACHE_LOG": "0", "KERNELCACHE_HARDWARE": "cpu",
+                # the project needs only -p kernelcache: no scan of every installed plugin per run
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
     def pytest(self, *args: str) -> Run:
         report = self.path.parent / "report.json"

@@ -11,8 +11,11 @@ with a real full run: every test whose outcome differs from the full run at the 
 0 missed, over 200+ edits.
 
 Cheap by design: kernels are C-ABI functions (a rebuild is a fraction of a second), full runs
-fork from a zygote with pytest and tvm-ffi imported, and an edit that selects everything is
-reverted without a full run (everything covers any outcome change).
+fork from a zygote with pytest, tvm-ffi, the loader's modules and pytest's default plugins
+imported and the heap frozen (``gc.freeze``: pytest's end-of-session ``gc.collect`` no longer
+walks torch's objects), without plugin autoloading; a full run is ~0.3 s. An edit that selects
+everything is reverted without a full run (everything covers any outcome change). 208 edits
+took 235 s at ``-n 2`` (load 4-5; benchmarks/RESULTS.md "Issue 22 (rerun)").
 """
 from __future__ import annotations
 

@@ -37,14 +37,30 @@ def _child(req: dict) -> None:
     os._exit(rc)
 
 
+# what a child's session imports (the loader's path for a C-ABI kernel, pytest's default
+# plugins): imported here once, not per child (-p kernelcache marks the package for assertion
+# rewriting, so each child would parse and compile them again)
+PRELOAD = ("kernelcache.loader", "kernelcache.search", "kernelcache.validate", "kernelcache.kinds.tvm_ffi",
+           "kernelcache.storage.local", "kernelcache.storage.prebuilt", "kernelcache.impact.api",
+           "kernelcache.impact.record", "kernelcache.pytest_plugin", "pdb", "xml.etree.ElementTree")
+
+
 def main() -> None:
+    import gc
+    import importlib
+
     import pytest  # noqa: F401 - imported once, inherited by every child
     import tvm_ffi  # noqa: F401
+    from _pytest.config import default_plugins
 
-    import kernelcache  # noqa: F401
-    import kernelcache.pytest_plugin  # noqa: F401
-    from kernelcache.impact import api, record  # noqa: F401
-
+    for name in (*PRELOAD, *(f"_pytest.{p}" for p in default_plugins)):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # a default plugin of another pytest version
+    # torch (imported by tvm-ffi) leaves ~10^6 objects: frozen, so the gc.collect() that pytest
+    # runs at the end of every session does not walk them in every child
+    gc.freeze()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
