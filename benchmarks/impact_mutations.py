@@ -98,11 +98,14 @@ MUTATIONS = [
              "if (s.child == 0) return 0 @;", expect="not:test_tree_sampling"),
     Mutation("ngram common.h (header): syntax", NG + "common.h", "T& operator[](size_t i) { return p_[i]; }",
              "T& operator[](size_t i) { return p_[i] @; }", expect="not:test_tree_sampling"),
+    # the sampling kernel is not built on a CPU runner, so no compiler read its files there; they lie
+    # under the n-gram kernel's root too (both have root kernelcache/csrc), whose rule for a file
+    # under its root that no compiler read selects the n-gram tests: safe, not precise
     Mutation("tree tree_sampling.cu: message", TS + "tree_sampling.cu", 'return s + (n == 1 ? ",)" : ")");',
-             'return s + (n == 2 ? ",)" : ")");', expect="not:test_ngram"),
+             'return s + (n == 2 ? ",)" : ")");', expect=""),
     Mutation("tree tree_sampling.cuh (header): syntax", TS + "tree_sampling.cuh",
              "return (v >= 0 && v < n) ? static_cast<int32_t>(v) : -1;",
-             "return (v >= 0 && v < n) ? static_cast<int32_t>(v) : -1 @;", expect="not:test_ngram"),
+             "return (v >= 0 && v < n) ? static_cast<int32_t>(v) : -1 @;", expect=""),
     Mutation("ngram sam.h renamed (header)", NG + "sam.h", rename_to=NG + "sam_renamed.h",
              expect="not:test_tree_sampling"),
     Mutation("loader.py: type check message", "kernelcache/loader.py", "expects a KernelSpec, got",
