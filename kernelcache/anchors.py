@@ -33,18 +33,25 @@ def anchors_of(spec: KernelSpec) -> list[tuple[str, str]]:
     tvm_dir = toolchain.tvm_ffi_paths().package_dir
     root = str(spec.root)
     pairs = [(ROOT, root), (TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))]
-    pairs += [(ROOT + "/" + os.path.relpath(d, root).replace(os.sep, "/"), d) for d in moving_dirs(spec)]
+    pairs += moving_anchors(spec)
     return sorted(pairs, key=lambda p: -len(p[1]))
+
+
+def moving_anchors(spec: KernelSpec) -> list[tuple[str, str]]:
+    """(``${ROOT}/../..``, realpath) for each of :func:`moving_dirs` (memoised per process)."""
+    root = str(spec.root)
+    memo = (root, *spec.include_dirs, "", *spec.system_include_dirs)
+    hit = _moving.get(memo)
+    if hit is None:
+        hit = _moving[memo] = [(ROOT + "/" + os.path.relpath(d, root).replace(os.sep, "/"), d)
+                               for d in moving_dirs(spec)]
+    return hit
 
 
 def moving_dirs(spec: KernelSpec) -> list[str]:
     """Directories outside the root that move with it: the repository holding the root, and
     relative include dirs that leave the root (where no repository holds them)."""
     root = str(spec.root)
-    memo = (root, *spec.include_dirs, "", *spec.system_include_dirs)
-    hit = _moving.get(memo)
-    if hit is not None:
-        return hit
     repo = project_root(root)
     out = [repo] if repo and repo != root else []
     for d in (*spec.include_dirs, *spec.system_include_dirs):
@@ -53,7 +60,6 @@ def moving_dirs(spec: KernelSpec) -> list[str]:
         p = str(spec.abspath(d))
         if not _under(p, root) and not (repo and _under(p, repo)) and p not in out:
             out.append(p)
-    _moving[memo] = out
     return out
 
 
@@ -62,7 +68,7 @@ def _under(path: str, prefix: str) -> bool:
 
 
 _project_roots: dict[str, str | None] = {}
-_moving: dict[tuple[str, ...], list[str]] = {}  # (root, include dirs) -> moving_dirs
+_moving: dict[tuple[str, ...], list[tuple[str, str]]] = {}  # (root, include dirs) -> moving_anchors
 
 
 def project_root(root: str) -> str | None:
