@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from .gen_project import Zygote
+from .project import Zygote
 
 
 @pytest.fixture(scope="session")

@@ -7,19 +7,15 @@ doc test reads, docs nothing reads, a conftest.
 
 The kernels export plain C-ABI functions (``tvm/ffi/c_api.h`` only), so a rebuild takes a
 fraction of a second. Runs go through :mod:`.zygote` (pytest and tvm-ffi imported once, one
-fork per run). Every test's outcome is a function of the contents of the files it depends on.
+fork per run; the runner is :mod:`.project`). Every test's outcome is a function of the contents
+of the files it depends on.
 """
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from .project import Project, Zygote, git
+from .project import make_project as _make_project
 
 EXPORT = ("#define KC_EXPORT(name, expr) extern \"C\" int __tvm_ffi_##name(void*, const TVMFFIAny* args, "
           "int32_t n, TVMFFIAny* ret) { ret->type_index = kTVMFFIInt; ret->zero_padding = 0; "
@@ -139,116 +135,9 @@ ALL = {"tests/test_a.py::test_a", "tests/test_a.py::test_a_plus", "tests/test_b.
        "tests/test_b.py::test_b[1]", "tests/test_c.py::test_c", "tests/test_py.py::test_py",
        "tests/test_doc.py::test_readme_answer", "tests/test_plain.py::test_truth"}
 
-_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)(?: - (.*))?$", re.M)
-
-
-def git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
-    return proc.stdout
-
-
-class Zygote:
-    """One :mod:`.zygote` process (started and stopped by its owner, by pid)."""
-
-    def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "PYTEST_"))}
-        env["PYTHONPATH"] = str(REPO)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.impact.zygote"], cwd=REPO, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert json.loads(self.proc.stdout.readline() or "{}").get("ready"), "zygote did not start"
-
-    def run(self, cwd: Path, args: list[str], env: dict[str, str], log: Path) -> int:
-        self.proc.stdin.write(json.dumps({"cwd": str(cwd), "args": args, "env": env, "log": str(log)}) + "\n")
-        self.proc.stdin.flush()
-        return int(json.loads(self.proc.stdout.readline())["rc"])
-
-    def stop(self) -> None:
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-@dataclass
-class Run:
-    rc: int
-    out: str
-    report: dict
-    outcomes: dict[str, tuple[str, str]] = field(default_factory=dict)  # nodeid -> (outcome, message)
-
-    @property
-    def selection(self) -> dict:
-        return (self.report.get("impact") or {}).get("selection") or {}
-
-
-@dataclass
-class Project:
-    path: Path
-    cache: Path
-    map: Path
-    zygote: Zygote
-
-    def write(self, rel: str, text: str) -> None:
-        p = self.path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-
-    def edit(self, rel: str, old: str, new: str) -> None:
-        p = self.path / rel
-        text = p.read_text()
-        assert old in text, (rel, old)
-        p.write_text(text.replace(old, new, 1))
-
-    def commit(self, msg: str = "edit") -> str:
-        git(self.path, "add", "-A")
-        git(self.path, "commit", "-q", "--allow-empty", "-m", msg)
-        return self.head()
-
-    def head(self) -> str:
-        return git(self.path, "rev-parse", "HEAD").strip()
-
-    def env(self) -> dict[str, str]:
-        return {"KERNELCACHE_DIR": str(self.cache), "KERNELCACHE_LOCK_DIR": str(self.cache / "locks"),
-                "KERNELCACHE_LOG": "0", "KERNELCACHE_HARDWARE": "cpu",
-                # the project needs only -p kernelcache: no scan of every installed plugin per run
-                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-
-    def pytest(self, *args: str) -> Run:
-        report = self.path.parent / "report.json"
-        log = self.path.parent / "pytest.log"
-        report.unlink(missing_ok=True)
-        rc = self.zygote.run(self.path, ["-p", "kernelcache", "-p", "no:xdist", "-p", "no:cacheprovider", "-rA",
-                                         "-q", "--continue-on-collection-errors", f"--kc-report-json={report}",
-                                         *args], self.env(), log)
-        out = log.read_text(errors="replace")
-        data = json.loads(report.read_text()) if report.exists() else {}
-        outcomes = {m.group(2): (m.group(1), m.group(3) or "") for m in _SUMMARY.finditer(out)}
-        return Run(rc, out, data, outcomes)
-
-    def record(self, *args: str) -> Run:
-        """A run that writes (merges into) the impact map."""
-        return self.pytest(f"--kc-impact-map={self.map}", *args)
-
-    def affected(self, since: str = "HEAD", *args: str) -> Run:
-        """The plugin's selection (collection only)."""
-        return self.pytest(f"--kc-affected-since={since}", f"--kc-impact-map={self.map}", "--collect-only", *args)
-
 
 def make_project(base: Path, zygote: Zygote, files: dict[str, str] = FILES) -> Project:
-    path = base / "proj"
-    for rel, text in files.items():
-        p = path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "impact@example.invalid")
-    git(path, "config", "user.name", "impact test")
-    git(path, "config", "commit.gpgsign", "false")
-    proj = Project(path, base / "kc-cache", base / "impact-map.json", zygote)
-    proj.commit("initial")
-    return proj
+    return _make_project(base, files, zygote)
+
+
+__all__ = ["ALL", "FILES", "Project", "Zygote", "git", "make_project"]

@@ -1,19 +1,13 @@
 """A tiny git project with two C++ kernels (each with its own header), Python helpers, a data
-file and docs, and a runner for ``pytest -p kernelcache`` on it in a subprocess.
-
-Real everything: g++ builds the kernels through the loader, git computes the changes, pytest
-(and xdist) run in subprocesses. The kernel cache is private to the project.
+file and docs; runs are fresh ``pytest -p kernelcache`` subprocesses (xdist too) through
+:mod:`.project`. The kernel cache is private to the project.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from .project import Project, git
+from .project import make_project as _make_project
 
 FILES = {
     "pyproject.toml": """\
@@ -122,90 +116,8 @@ ALL = {"tests/test_add.py::test_add", "tests/test_add.py::test_add_zero[0]", "te
        "tests/test_data.py::test_answer", "tests/test_plain.py::test_truth"}
 
 
-def git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
-    return proc.stdout
-
-
-@dataclass
-class Run:
-    rc: int
-    out: str
-    report: dict
-    outcomes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def impact(self) -> dict:
-        return self.report.get("impact") or {}
-
-    @property
-    def selection(self) -> dict:
-        return self.impact.get("selection") or {}
-
-
-@dataclass
-class Project:
-    path: Path
-    cache: Path
-    map: Path
-
-    def write(self, rel: str, text: str) -> None:
-        p = self.path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-
-    def edit(self, rel: str, old: str, new: str) -> None:
-        p = self.path / rel
-        text = p.read_text()
-        assert old in text, (rel, old)
-        p.write_text(text.replace(old, new, 1))
-
-    def commit(self, msg: str = "edit") -> str:
-        git(self.path, "add", "-A")
-        git(self.path, "commit", "-q", "-m", msg)
-        return git(self.path, "rev-parse", "HEAD").strip()
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("KERNELCACHE_", "PYTEST_", "KC_")) and k not in ("CXX", "GITHUB_STEP_SUMMARY")}
-        env.update({"KERNELCACHE_DIR": str(self.cache), "KERNELCACHE_LOCK_DIR": str(self.cache / "locks"),
-                    "KERNELCACHE_LOG": "0", "PYTHONPATH": str(REPO), "KERNELCACHE_HARDWARE": "cpu"})
-        return env
-
-    def pytest(self, *args: str, workers: int = 0, timeout: float = 900) -> Run:
-        report = self.path.parent / "report.json"
-        report.unlink(missing_ok=True)
-        xd = ["-p", "xdist", "-n", str(workers)] if workers else ["-p", "no:xdist"]
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "kernelcache", *xd, "-rA",
-                               "--continue-on-collection-errors", f"--kc-report-json={report}", *args],
-                              cwd=self.path, env=self.env(), capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-        data = json.loads(report.read_text()) if report.exists() else {}
-        outcomes = {t["nodeid"]: t["outcome"] for t in data.get("tests", [])}
-        return Run(proc.returncode, proc.stdout + proc.stderr, data, outcomes)
-
-    def record(self, *args: str, workers: int = 0) -> Run:
-        """A full run that writes the impact map."""
-        return self.pytest(f"--kc-impact-map={self.map}", *args, workers=workers)
-
-    def affected(self, since: str = "HEAD", *args: str, workers: int = 0, map_path: Path | None = None) -> Run:
-        return self.pytest(f"--kc-affected-since={since}", f"--kc-impact-map={map_path or self.map}", *args,
-                           workers=workers)
-
-
 def make_project(base: Path) -> Project:
-    path = base / "proj"
-    for rel, text in FILES.items():
-        p = path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "impact@example.invalid")
-    git(path, "config", "user.name", "impact test")
-    git(path, "config", "commit.gpgsign", "false")
-    proj = Project(path, base / "kc-cache", base / "impact-map.json")
-    proj.commit("initial")
-    return proj
+    return _make_project(base, FILES)
+
+
+__all__ = ["ALL", "FILES", "Project", "git", "make_project"]

@@ -18,7 +18,7 @@ from .gen_project import ALL, Project, make_project
 def proj(tmp_path: Path, zygote) -> Project:
     p = make_project(tmp_path, zygote)
     run = p.record()
-    assert run.rc == 0 and set(run.outcomes) == ALL, run.out
+    assert run.rc == 0 and set(run.summary) == ALL, run.out
     return p
 
 
@@ -29,13 +29,13 @@ def selected(run) -> set[str]:
 
 
 def failing(proj: Project) -> set[str]:
-    return {n for n, (o, _) in proj.pytest().outcomes.items() if o != "PASSED"}
+    return {n for n, (o, _) in proj.pytest().summary.items() if o != "PASSED"}
 
 
 def test_header_outside_the_kernels_root_selects_its_tests(proj):
     """Kernel A: root csrc/kern_a, a.h includes ../common/a_extra.h."""
     proj.edit("csrc/common/a_extra.h", "A_EXTRA 10", "A_EXTRA 11")
-    run = proj.affected()
+    run = proj.affected("HEAD", "--collect-only")
     assert run.selection["everything"] is None
     assert selected(run) == {"tests/test_a.py::test_a", "tests/test_a.py::test_a_plus"}
     assert "whose input csrc/common/a_extra.h (modified" in run.selection["selected"]["tests/test_a.py::test_a"]
@@ -55,7 +55,7 @@ def test_partial_recording_run_keeps_each_records_commit(proj):
     part = proj.record("-o", "kernelcache_kernels=ka", "tests/test_a.py")  # B is not loaded at all
     assert part.rc == 0, part.out
     proj.edit("csrc/kern_b/b_new.h", "B_NEW 0", "B_NEW 1")
-    run = proj.affected()
+    run = proj.affected("HEAD", "--collect-only")
     assert run.selection["everything"] is None
     assert {"tests/test_b.py::test_b[0]", "tests/test_b.py::test_b[1]"} <= selected(run)
     assert "tests/test_c.py::test_c" not in selected(run)
@@ -68,7 +68,7 @@ def test_partial_recording_run_keeps_each_records_commit(proj):
 def test_data_file_read_when_the_test_module_is_imported(proj):
     """golden.txt next to B's sources parametrizes test_b.py at import time."""
     proj.edit("csrc/kern_b/golden.txt", "22", "23")
-    run = proj.affected()
+    run = proj.affected("HEAD", "--collect-only")
     assert selected(run) == {"tests/test_b.py::test_b[0]", "tests/test_b.py::test_b[1]"}
     assert failing(proj) == {"tests/test_b.py::test_b[0]", "tests/test_b.py::test_b[1]"}
     m = json.loads(proj.map.read_text())
@@ -84,21 +84,21 @@ def test_cli_ignores_its_own_map_and_agrees_with_the_plugin(proj, capsys):
     assert cli_main(["affected", "--since", "HEAD", "--map", str(inside), "--root", str(proj.path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["everything"] is None, out["everything"]
-    assert set(out["selected"]) == {"tests/test_c.py::test_c"} == selected(proj.affected())
+    assert set(out["selected"]) == {"tests/test_c.py::test_c"} == selected(proj.affected("HEAD", "--collect-only"))
     assert out["files"] == {"tests/test_c.py": out["selected"]["tests/test_c.py::test_c"]}
 
 
 def test_one_specs_module_many_kernels_selects_per_kernel(proj):
     """test_b.py imports kspecs (which declares A, B and C) but only ever loaded B."""
     proj.edit("csrc/kern_c/c.cuh", "(C_IMPL * 1)", "(C_IMPL * 2)")
-    assert selected(proj.affected()) == {"tests/test_c.py::test_c"}
+    assert selected(proj.affected("HEAD", "--collect-only")) == {"tests/test_c.py::test_c"}
     assert failing(proj) == {"tests/test_c.py::test_c"}
 
 
 def test_readme_selects_its_doc_test_and_other_docs_nothing(proj):
     proj.edit("README.md", "answer: 42", "answer: 41")
     proj.edit("docs/notes.md", "Nothing", "Still nothing")
-    run = proj.affected()
+    run = proj.affected("HEAD", "--collect-only")
     assert run.selection["everything"] is None
     assert selected(run) == {"tests/test_doc.py::test_readme_answer"}
     assert failing(proj) == {"tests/test_doc.py::test_readme_answer"}
@@ -107,7 +107,7 @@ def test_readme_selects_its_doc_test_and_other_docs_nothing(proj):
 def test_backslash_continued_import(proj):
     """pyhelp.py: ``from pyutil import \\`` / ``    base`` (a submodule, imported at collection)."""
     proj.edit("pyutil/base.py", "return 7", "return 8")
-    run = proj.affected()
+    run = proj.affected("HEAD", "--collect-only")
     assert selected(run) == {"tests/test_py.py::test_py"}
     assert run.selection["selected"]["tests/test_py.py::test_py"].startswith("imports pyutil/base.py (modified")
     assert failing(proj) == {"tests/test_py.py::test_py"}
