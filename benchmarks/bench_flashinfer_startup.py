@@ -5,10 +5,14 @@ The module set of a Llama-3-8B-like config (bf16, head dim 128): batch decode, b
 start, ``import flashinfer`` and the route's ``install()`` included in ``process``; ``load`` is
 the ``build_and_load()`` of every module):
 
-* ``cold``: an empty workspace (route: and an empty cache). The process prebuilds the set with
-  ``flashinfer.jit.build_jit_specs`` (routed, for the route: each spec a kernelcache entry), as a
-  prebuilding server or FlashInfer's own tests do, then loads each module. ``--phase cold``
-  runs one side (``--side own|route``), so a driver can run both sides at once on one machine.
+* ``cold``: an empty workspace (route: and an empty cache); the modules are built as a server
+  starting lazily builds them (``build_and_load()`` one after another). With ``--prebuild``
+  the process first prebuilds the set with ``flashinfer.jit.build_jit_specs`` (routed, for the
+  route), as FlashInfer's tests and prebuilding users do. FlashInfer 0.7.4 then compiles every
+  module a second time on its ``build_and_load()``: its prebuild runs ninja in ``cached_ops/``,
+  its per-module build in the module's own directory, whose ``.ninja_log`` has no entry
+  ("command line not found in log"). ``--phase cold`` runs one side (``--side own|route``), so
+  a driver can run both sides at once on one machine.
 * ``warm``: FlashInfer: its workspace as its cold run left it (ninja no-op + ``load_module``,
   i.e. FlashInfer's own cache); route: the same, on its workspace and cache. Sides alternate.
 * ``warm, fresh workspace`` (route): an empty FlashInfer workspace, the cache warm.
@@ -109,12 +113,13 @@ def env_for(ws: Path, cache: Path, **extra: str) -> dict:
     return {**base_env(), "FLASHINFER_WORKSPACE_BASE": str(ws), "KERNELCACHE_DIR": str(cache), **extra}
 
 
-def cold(d: Path, side: str, modules: list[str]) -> dict:
+def cold(d: Path, side: str, modules: list[str], prebuild: bool) -> dict:
     ws = d / f"ws-{side}"
     shutil.rmtree(ws, ignore_errors=True)
     if side == "route":
         shutil.rmtree(d / "cache", ignore_errors=True)
-    out = child(env_for(ws, d / "cache"), modules, route=side == "route", prebuild=True)
+    out = child(env_for(ws, d / "cache"), modules, route=side == "route", prebuild=prebuild)
+    out["prebuild_first"] = prebuild
     out["load_avg"] = os.getloadavg()[0]
     (d / f"cold-{side}.json").write_text(json.dumps(out, indent=1))
     return out
@@ -186,6 +191,7 @@ def main() -> None:
     ap.add_argument("--dir", required=True)
     ap.add_argument("--modules", default="decode,prefill,norm,sampling,rope")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--prebuild", action="store_true", help="cold: build_jit_specs the set first")
     a = ap.parse_args()
     d = Path(a.dir).resolve()
     d.mkdir(parents=True, exist_ok=True)
@@ -194,11 +200,11 @@ def main() -> None:
     if a.phase == "cold":
         if not a.side:
             raise SystemExit("--phase cold needs --side own|route")
-        print(json.dumps(cold(d, a.side, modules)))
+        print(json.dumps(cold(d, a.side, modules, a.prebuild)))
         return
     if a.phase == "all":
         for side in ("own", "route"):
-            print(side, json.dumps(cold(d, side, modules)))
+            print(side, json.dumps(cold(d, side, modules, a.prebuild)))
     res = warm(d, modules, a.reps)
     for side in ("own", "route"):
         f = d / f"cold-{side}.json"
