@@ -61,8 +61,9 @@ def prebuild(jit_specs: list[Any], s: "Settings") -> list[Any]:
     failed = [(js, o) for js, o in zip(jit_specs, outcomes) if isinstance(o, BaseException)]
     if failed:
         first = failed[0][1]
-        for js, e in failed[1:]:
-            first.add_note(f"also failed: {js.name}: {type(e).__name__}: {e}")
+        if len(failed) > 1 and hasattr(first, "add_note"):  # Python >= 3.11
+            for js, e in failed[1:]:
+                first.add_note(f"also failed: {js.name}: {type(e).__name__}: {e}")
         raise first
     return outcomes
 

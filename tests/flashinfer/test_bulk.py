@@ -44,9 +44,13 @@ def test_a_prebuilt_module_is_the_entry_a_later_build_and_load_hits(fi: FiEnv) -
 
 
 def test_a_spec_the_gate_refuses_is_prebuilt_by_flashinfer_with_one_line(fi: FiEnv) -> None:
-    # FLASHINFER_NVCC spelled as FlashInfer's own default: FlashInfer's ninja file is unchanged
-    out = fi.run(fi.tmp / "ws-own", code=BULK, FLASHINFER_NVCC="$cuda_home/bin/nvcc")
+    # its own workspace: FlashInfer's prebuild leaves a workspace whose next build_and_load
+    # compiles again (its prebuild's ninja log is not the module's), so ws-own stays untouched
+    ws = fi.tmp / "ws-bulk-own"
+    before = fi.links()
+    out = fi.run(ws, code=BULK, FLASHINFER_NVCC="$cuda_home/bin/nvcc")  # FlashInfer's default, spelled out
     lines = [ln for ln in out.stderr.splitlines() if ln.startswith("kernelcache.flashinfer")]
     assert len(lines) == 1 and "FLASHINFER_NVCC is set" in lines[0], out.stderr[-3000:]
     got = json.loads(out.stdout.splitlines()[-1])
-    assert got["compiled"] and got["jit"].startswith(str(fi.tmp / "ws-own"))  # FlashInfer's own file
+    assert got["compiled"] and got["jit"].startswith(str(ws))  # FlashInfer's own file
+    assert fi.links() == before + 1  # compiled by FlashInfer's ninja, not by the route
