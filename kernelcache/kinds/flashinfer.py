@@ -10,6 +10,11 @@ first: FlashInfer's modules reference template instantiations they deliberately 
 (FlashInfer 0.7.4's batch prefill FA2 dispatches ``CTA_TILE_Q`` 32 but instantiates only the
 tiles reachable for its head dim), so a bind-now check rejects modules FlashInfer runs fine.
 A link cut short still cannot be loaded: entries appear only by an atomic publish.
+
+An entry exported into an artifact root (``kernelcache build --flashinfer``) carries the version
+of the FlashInfer it was built with (``VERSION_LABEL`` in its ``prebuilt`` record): a root keeps
+the hashes of the module's own sources but not of FlashInfer's headers, so another installed
+FlashInfer refuses the entry, with one line naming both versions.
 """
 from __future__ import annotations
 
@@ -21,6 +26,29 @@ from ..errors import BuildError
 from ..manifest import Manifest
 from ..spec import KernelSpec
 from .tvm_ffi import TvmFfi
+
+
+VERSION_LABEL = "flashinfer_version"
+
+
+def installed_version() -> str:
+    import importlib
+
+    try:
+        return str(importlib.import_module("flashinfer.version").__version__)
+    except (ImportError, AttributeError):
+        return "unknown"
+
+
+def version_refusal(m: Manifest) -> validate.Rejection | None:
+    """Why an exported entry may not be used with the installed FlashInfer (None: it may)."""
+    label = (m.prebuilt or {}).get(VERSION_LABEL)
+    if not label:
+        return None
+    here = installed_version()
+    if label == here:
+        return None
+    return validate.Rejection("installation", f"built with FlashInfer {label}, installed FlashInfer is {here}")
 
 
 class FlashInferModule(TvmFfi):
@@ -45,6 +73,9 @@ class FlashInferModule(TvmFfi):
     def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, validate.Rejection | None]:
         import tvm_ffi
 
+        rej = version_refusal(m)
+        if rej is not None:
+            return None, rej
         try:
             mod = tvm_ffi.load_module(str(path))
         except Exception as e:  # noqa: BLE001 - any load failure is a rejection
