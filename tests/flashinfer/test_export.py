@@ -81,3 +81,21 @@ def test_a_name_that_is_not_a_module_function_fails_with_a_clear_line(fi: FiEnv)
     p = fi.run(fi.tmp / "ws-a", code=BUILD.format(argv=bad), check=False)
     assert p.returncode == 1, p.stderr[-2000:]
     assert "arguments must be literals" in p.stdout and "has no function 'no_such_function'" in p.stdout, p.stdout
+
+
+def test_a_companion_wheel_of_the_root_serves_a_host_without_compilers(fi: FiEnv, root: Path) -> None:
+    import zipfile
+
+    from kernelcache.export import pack_wheel
+
+    whl = pack_wheel(root, fi.tmp / "fi-dist", "fi_test")
+    site = fi.tmp / "fi-wheel-site"  # the wheel "installed": unpacked onto the host's path
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(site)
+    env = _bare_host(fi, "host-wheel", root)
+    del env["KERNELCACHE_PREBUILT"]
+    env["PYTHONPATH"] = f"{fi.env(fi.tmp)['PYTHONPATH']}:{site}"
+    before = fi.links()
+    out = fi.probe(fi.tmp / "host-wheel" / "ws", **env)
+    assert out["fn"] and fi.links() == before
+    assert out["library"].startswith(str(site / "kernelcache_prebuilt_fi_test" / "root")), out
