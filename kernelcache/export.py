@@ -24,15 +24,18 @@ from .storage.entry import Entry
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 
-def export_entry(entry: Entry, out: Path, cuda_major: str | None) -> Path:
-    """Copy a cache entry into an artifact root with a relocatable manifest."""
+def export_entry(entry: Entry, out: Path, cuda_major: str | None, labels: dict | None = None) -> Path:
+    """Copy a cache entry into an artifact root with a relocatable manifest (``labels`` added
+    to its ``prebuilt`` record)."""
     m = entry.manifest
     dest = Layout(out).entry_dir(m.name, m.key1, m.entry_id)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     shutil.copy2(entry.so_path, dest / m.so_name)
-    manifest_mod.write(dest, m.relocatable(cuda_major))
+    rm = m.relocatable(cuda_major)
+    rm.prebuilt = {**(rm.prebuilt or {}), **(labels or {})}
+    manifest_mod.write(dest, rm)
     return dest
 
 
@@ -65,6 +68,30 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
             dest = export_entry(Entry(Path(res.entry_path), m), out, toolchain.nvcc_major() if spec.is_cuda else None)
             report.append({"name": name, "status": res.status, "arch": arch, "seconds": time.monotonic() - t0,
                            "entry": str(dest.relative_to(out))})
+    return report
+
+
+def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = None) -> list[dict]:
+    """Build (or hit) the FlashInfer modules ``texts`` name through the route and copy them into
+    an artifact root, each labelled with this FlashInfer's version: a serving host with another
+    FlashInfer refuses the entry with one line (``kinds/flashinfer.py``), since a root keeps
+    only the module's own sources' hashes, not FlashInfer's headers (``${SITE}``)."""
+    from . import flashinfer
+    from .kinds.flashinfer import VERSION_LABEL, installed_version
+
+    base = resolve(settings).replace(no_build=False, prebuilt=(), remote=RemoteSettings())
+    out = Path(out).resolve()
+    label = installed_version()
+    report = []
+    for row in flashinfer.built(texts, base):
+        entry_path = row.pop("entry_path", None)
+        m = manifest_mod.read(Path(entry_path)) if entry_path else None
+        if entry_path and m is None:
+            row.update(status="failed", reason="entry vanished")
+        if m is not None:
+            dest = export_entry(Entry(Path(entry_path), m), out, toolchain.nvcc_major(), {VERSION_LABEL: label})
+            row.update(entry=str(dest.relative_to(out)), arch=",".join(m.archs), flashinfer=label)
+        report.append(row)
     return report
 
 

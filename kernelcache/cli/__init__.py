@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("names", nargs="*")
     b.add_argument("--arch", action="append", default=[], help="CUDA arch (repeatable), e.g. 9.0")
     b.add_argument("--out", required=True)
+    b.add_argument("--flashinfer", action="append", default=[], metavar="MOD:FUNC[(ARGS)]",
+                   help="a FlashInfer module (or list) to export, built through the FlashInfer route, e.g. "
+                   "'flashinfer.jit.activation:gen_act_and_mul_module(\"silu\")' (repeatable; literal ARGS)")
     b.set_defaults(fn=cmd_build)
     pk = sub.add_parser("pack", help="pack an artifact root into a companion wheel")
     pk.add_argument("root")

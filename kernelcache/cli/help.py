@@ -32,7 +32,8 @@ DESCRIPTIONS: dict[tuple[str, ...], str] = {
                  "the CPU path needs is missing.",
     ("build",): "Build kernels into a relocatable prebuilt artifact root (one build per --arch) that "
                 "serving hosts without a compiler load from (KERNELCACHE_PREBUILT or a companion "
-                "wheel made by `kernelcache pack`).",
+                "wheel made by `kernelcache pack`). --flashinfer exports FlashInfer JIT modules, "
+                "built through the FlashInfer route, labelled with the installed FlashInfer's version.",
     ("pack",): "Pack an artifact root written by `kernelcache build` into a companion wheel that "
                "registers it through the kernelcache.prebuilt entry point.",
     ("push",): "Upload entries built on this host to the fleet cache. Needs a remote in readwrite "
@@ -65,7 +66,7 @@ OPTION_HELP: dict[tuple[tuple[str, ...], str], str] = {
     (("explain",), "name"): "kernel name: shipped, defined by --spec, or one the cache has records of",
     (("explain",), "json"): "print the whole explanation as JSON",
     (("clean",), "yes"): "do not ask for confirmation",
-    (("build",), "names"): "kernel names (default: every shipped kernel)",
+    (("build",), "names"): "kernel names (default: every shipped kernel; none when only --flashinfer is given)",
     (("build",), "out"): "directory of the artifact root to write",
     (("pack",), "root"): "artifact root written by `kernelcache build`",
     (("pack",), "out"): "directory the wheel is written to (default: dist)",

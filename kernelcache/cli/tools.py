@@ -67,7 +67,7 @@ def _remote_line(s) -> tuple[bool, str]:
 
 def cmd_build(args) -> int:
     from .. import gpu
-    from ..export import build_artifact_root
+    from ..export import build_artifact_root, export_flashinfer
     from .cache import arch_problem, usage_error
 
     for a in args.arch:
@@ -75,9 +75,13 @@ def cmd_build(args) -> int:
             gpu.parse_arch_list(a)
         except gpu.ArchError as e:
             return usage_error(f"--arch {a!r}: {e}")
-    if not args.arch and arch_problem(settings_of(args)):
+    shipped = bool(args.names) or not args.flashinfer  # --flashinfer alone: only those modules
+    if shipped and not args.arch and arch_problem(settings_of(args)):
         return usage_error(arch_problem(settings_of(args)))
-    report = build_artifact_root(args.names or None, list(args.arch), Path(args.out), settings_of(args))
+    report = build_artifact_root(args.names or None, list(args.arch), Path(args.out), settings_of(args)) \
+        if shipped else []
+    if args.flashinfer:  # each module's arch is its own gencode set (FlashInfer's choice)
+        report += export_flashinfer(list(args.flashinfer), Path(args.out), settings_of(args))
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
     return 1 if any(r["status"] == "failed" for r in report) else 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 from ._gate import TESTED_VERSIONS
 from ._patch import install, is_installed, uninstall
 
-__all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "kernel_spec"]
+__all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "kernel_spec", "built"]
 
 
 def kernel_spec(jit_spec, settings=None):  # type: ignore[no-untyped-def]
@@ -29,3 +29,13 @@ def kernel_spec(jit_spec, settings=None):  # type: ignore[no-untyped-def]
     from ._spec import kernel_spec as _kernel_spec
 
     return _kernel_spec(jit_spec, resolve(settings))[0]
+
+
+def built(texts: list[str], settings=None) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The modules ``texts`` name (``MODULE:FUNCTION[(LITERAL ARGS)]``), each a hit or one build
+    through the route: a row per module (``name``, ``status``, ``entry_path`` or ``reason``)."""
+    from ..settings import resolve
+    from ._export import built as _built
+
+    return _built(list(texts), resolve(settings))
+

@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _gate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import Settings
 
 _lock = threading.Lock()
 _loaded: dict[str, Path] = {}  # URI -> the entry .so this process loaded for it
@@ -46,23 +49,21 @@ def _miss_error(jit_spec: Any, cause: BaseException) -> BaseException:
             self.reason = message
             self.candidates: list[str] = []
 
+    why = "FLASHINFER_DISABLE_JIT is set" if os.environ.get("FLASHINFER_DISABLE_JIT") else "no build allowed"
     return FlashInferCacheMiss(
-        f"FLASHINFER_DISABLE_JIT is set and no cached entry of {jit_spec.name!r} was found "
-        f"(local, prebuilt or fleet): {cause}")
+        f"{why} and no cached entry of {jit_spec.name!r} was found (local, prebuilt or fleet): {cause}")
 
 
-def load(jit_spec: Any, settings: Any) -> Any:
-    """Load ``jit_spec``'s module through kernelcache (no AOT step); the adapted module."""
+def entry(jit_spec: Any, s: "Settings") -> tuple[Any, Any]:
+    """``jit_spec``'s module through kernelcache (no AOT step, no adapter) and what happened.
+
+    The entry's ``.so`` is remembered for the URI, so FlashInfer's library paths name it."""
     import kernelcache
 
     from ..dropin import generated
-    from ..dropin.call_settings import resolve
     from ..errors import CacheMissError
     from . import _spec
 
-    s = resolve(settings)
-    if os.environ.get("FLASHINFER_DISABLE_JIT"):
-        s = s.replace(no_build=True)
     spec, s, created = _spec.kernel_spec(jit_spec, s)
     try:
         module, result = kernelcache.load_with_result(spec, settings=s)
@@ -77,6 +78,17 @@ def load(jit_spec: Any, settings: Any) -> Any:
     so = Path(result.so_path) if result.so_path else Path(result.entry_path) / f"{spec.name}.so"
     with _lock:
         _loaded[jit_spec.name] = so
+    return module, result
+
+
+def load(jit_spec: Any, settings: Any) -> Any:
+    """Load ``jit_spec``'s module through kernelcache (no AOT step); the adapted module."""
+    from ..dropin.call_settings import resolve
+
+    s = resolve(settings)
+    if os.environ.get("FLASHINFER_DISABLE_JIT"):
+        s = s.replace(no_build=True)
+    module = entry(jit_spec, s)[0]
     adapter = jit_spec.post_load_adapter
     return adapter(module) if adapter is not None else module
 

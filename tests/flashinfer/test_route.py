@@ -97,7 +97,7 @@ def test_a_builder_killed_mid_link_leaves_nothing_loadable(fi: FiEnv) -> None:
         assert time.monotonic() < deadline, "no link step started"
         time.sleep(0.05)
     os.killpg(p.pid, signal.SIGKILL)
-    p.wait(timeout=60)
+    p.communicate(timeout=60)  # reaps it and closes its pipes
     assert fi.entries() == entries  # nothing published
     # no build allowed: the killed build must not be found, and the error is FlashInfer's own type
     out = fi.run(fi.tmp / "ws-kill", extra_cuda=variant, check=False, FLASHINFER_DISABLE_JIT="1", code=NO_BUILD)
