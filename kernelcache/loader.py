@@ -120,6 +120,9 @@ def _first(ctx: _Ctx, place: Place, seen: list[search.Verdict] | None = None) ->
 def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fields: Any) -> tuple[Any, WarmResult]:
     """A found entry: remembered as a hit (prebuilt roots are read-only), reported by event."""
     _hit(ctx, v.entry)
+    counts = ctx.look.dep_counts
+    if counts is not None and status is Status.HIT:  # how much the dependency check looked at
+        fields.update(deps_stat=counts[0], deps_trusted=counts[1])
     events.emit("prebuilt_hit" if status is Status.PREBUILT else "hit", name=ctx.spec.name,
                 entry=v.entry.entry_id, **fields)
     return v.module, ctx.result(status, v.entry, reason)
