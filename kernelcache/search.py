@@ -24,6 +24,7 @@ from .errors import ToolchainError
 from .events import Miss, Place
 from .layout import BUILT
 from .level1 import Level1, diff_inputs
+from .manifest import Manifest
 from .plan import BuildPlan
 from .settings import Settings
 from .spec import KernelSpec
@@ -132,8 +133,13 @@ def vet(look: Lookup, entry: Entry, place: Place, read_only: bool = False) -> va
                 entry.save_stat_cache(check.refreshed)
         return None
     look.dep_counts = None
-    return validate.installation_refusal(look.spec, entry.manifest, look.installation(),
-                                         strict_external=place is not Place.PREBUILT)
+    return vet_manifest(look.spec, entry.manifest, look.installation(), place)
+
+
+def vet_manifest(spec: KernelSpec, m: Manifest, inst: validate.Installation, place: Place) -> validate.Rejection | None:
+    """``vet`` of an entry built elsewhere, on its manifest alone: the fleet stage asks it before
+    any download (a fleet entry keeps its external dependencies: ``strict_external``)."""
+    return validate.installation_refusal(spec, m, inst, strict_external=place is not Place.PREBUILT)
 
 
 def verdicts(look: Lookup, place: Place, accept: Accept, read_only: bool = False) -> Iterator[Verdict]:
