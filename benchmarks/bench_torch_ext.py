@@ -75,7 +75,12 @@ print("RESULT " + json.dumps({"import_s": t1 - t0, "call_s": t2 - t1, "gc": coun
 
 def _run(side: str, env: dict, name: str, fn: str, arg: str) -> dict:
     if side == "base":  # the drop-in of another checkout (--baseline-repo): before/after in one run
-        env = {**env, "PYTHONPATH": BASELINE[0] + os.pathsep + env["PYTHONPATH"]}
+        # its own copy of the cache (made after the drop-in built): two versions of the packed
+        # hit record must not rewrite each other's between runs
+        base_dir = env["KERNELCACHE_DIR"] + "-base"
+        if not os.path.isdir(base_dir):
+            shutil.copytree(env["KERNELCACHE_DIR"], base_dir, symlinks=True)
+        env = {**env, "PYTHONPATH": BASELINE[0] + os.pathsep + env["PYTHONPATH"], "KERNELCACHE_DIR": base_dir}
         side = "dropin"
     p = subprocess.run([sys.executable, "-c", TIMED, side, name, fn, arg], env=env, capture_output=True,
                        text=True, timeout=1800, stdin=subprocess.DEVNULL)

@@ -32,12 +32,13 @@ from .key import DepCheck
 
 FILENAME = "hit.rec"
 _MAGIC = b"KCHR"
-_VERSION = 1
+_VERSION = 2
 _FIELDS = 4  # size, mtime_ns, ctime_ns, inode (as key.record_deps records them)
 _HASH_W = 32  # xxh3-128 hex
 # magic, version, byte order + python (marshal format), manifest stat (4q), manifest digest,
-# head crc, n_deps, n_absent, len(head), len(paths), len(absent), binary stamp (4q)
-_HEADER = struct.Struct("<4sII4q16sIIIIII4q")
+# head crc, n_deps, n_absent, len(head), len(paths), len(absent), binary stamp (4q),
+# n_checked (deps stat-ed on every load: the first ones), len(trusted paths), len(groups)
+_HEADER = struct.Struct("<4sII4q16sIIIIII4qIII")
 HEADER_SIZE = _HEADER.size
 _PY = (sys.version_info[0] << 8 | sys.version_info[1]) | (0x10000 if sys.byteorder == "big" else 0)
 
@@ -53,14 +54,20 @@ def stat_fields(st: os.stat_result) -> list[int]:
 class HitRecord:
     """One entry's packed record. ``head``: the manifest's fields except deps/absent (a dict)."""
 
-    __slots__ = ("head", "dep_paths", "hashes", "stats", "absent_blob", "binary_stamp", "mstat", "mdigest")
+    __slots__ = ("head", "dep_paths", "hashes", "stats", "absent_blob", "binary_stamp", "mstat", "mdigest",
+                 "trusted_paths", "groups")
 
     def __init__(self, head: dict, dep_paths: bytes, hashes: bytes, stats: array, absent_blob: bytes,
-                 binary_stamp: tuple[int, ...], mstat: tuple[int, ...], mdigest: bytes) -> None:
+                 binary_stamp: tuple[int, ...], mstat: tuple[int, ...], mdigest: bytes,
+                 trusted_paths: bytes = b"", groups: tuple = ()) -> None:
         self.head = head
-        self.dep_paths = dep_paths  # anchored paths, each preceded by b"\0" (fs encoding)
-        self.hashes = hashes  # n * 32 ASCII hex digits
-        self.stats = stats  # array('q'): n * (size, mtime_ns, ctime_ns, inode)
+        self.dep_paths = dep_paths  # anchored paths stat-ed on every load, each after a b"\0"
+        self.trusted_paths = trusted_paths  # those of trusted distributions, group after group
+        # per trusted distribution: (its RECORD, anchored; RECORD's stat; label; number of files;
+        # the directory it is installed in, anchored; that directory's stat)
+        self.groups = groups
+        self.hashes = hashes  # n * 32 ASCII hex digits (checked files first, then trusted ones)
+        self.stats = stats  # array('q'): n * (size, mtime_ns, ctime_ns, inode), same order
         self.absent_blob = absent_blob
         self.binary_stamp = binary_stamp  # stat of the binary when its sha256 was last verified
         self.mstat, self.mdigest = mstat, mdigest
@@ -90,17 +97,31 @@ class HitRecord:
         so_name = head.get("so_name")
         stamp = stat_cache.get(f"binary:{so_name}") or ()
         stamp = tuple(int(x) for x in stamp) if len(stamp) == _FIELDS else (0,) * _FIELDS
-        return cls(head, b"".join(b"\0" + p for p in paths), b"".join(hashes), stats,
-                   b"".join(b"\0" + a for a in absent), stamp, mstat, manifest_digest(manifest_bytes))
+        found = _trusted_groups([os.fsdecode(p) for p in paths])
+        taken = {i for g in found for i in g.members}
+        order = [i for i in range(len(paths)) if i not in taken] + [i for g in found for i in g.members]
+        n_checked = len(paths) - len(taken)
+        st = array("q")
+        for i in order:
+            st.extend(stats[i * _FIELDS:(i + 1) * _FIELDS])
+        groups = tuple((g.record, g.stat, g.label, len(g.members), g.root, g.root_stat) for g in found)
+        return cls(head, b"".join(b"\0" + paths[i] for i in order[:n_checked]), b"".join(hashes[i] for i in order),
+                   st, b"".join(b"\0" + a for a in absent), stamp, mstat, manifest_digest(manifest_bytes),
+                   b"".join(b"\0" + paths[i] for i in order[n_checked:]), groups)
+
+    @property
+    def n_checked(self) -> int:
+        return self.dep_paths.count(b"\0")
 
     def pack(self) -> bytes:
         head = marshal.dumps(self.head)
+        groups = marshal.dumps(self.groups)
         n = len(self.stats) // _FIELDS
         return b"".join((
-            _HEADER.pack(_MAGIC, _VERSION, _PY, *self.mstat, self.mdigest, zlib.crc32(head), n,
+            _HEADER.pack(_MAGIC, _VERSION, _PY, *self.mstat, self.mdigest, zlib.crc32(head + groups), n,
                          self.absent_blob.count(b"\0"), len(head), len(self.dep_paths), len(self.absent_blob),
-                         *self.binary_stamp),
-            head, self.dep_paths, self.absent_blob, self.hashes, self.stats.tobytes()))
+                         *self.binary_stamp, self.n_checked, len(self.trusted_paths), len(groups)),
+            head, groups, self.dep_paths, self.trusted_paths, self.absent_blob, self.hashes, self.stats.tobytes()))
 
     # -- reading -------------------------------------------------------------------------------
     @classmethod
@@ -108,46 +129,83 @@ class HitRecord:
         """The record in ``data``; None when it is of another version, truncated or damaged."""
         try:
             (magic, version, py, s0, s1, s2, s3, mdigest, crc, n, _n_absent, lh, lp, la,
-             b0, b1, b2, b3) = _HEADER.unpack_from(data)
+             b0, b1, b2, b3, n_checked, lt, lg) = _HEADER.unpack_from(data)
         except struct.error:
             return None
         if magic != _MAGIC or version != _VERSION or py != _PY:
             return None
         o = _HEADER.size
-        end = o + lh + lp + la + n * _HASH_W + n * _FIELDS * 8
+        end = o + lh + lg + lp + lt + la + n * _HASH_W + n * _FIELDS * 8
         if len(data) != end:
             return None
-        head_b = data[o:o + lh]
-        if zlib.crc32(head_b) != crc:
+        if zlib.crc32(data[o:o + lh + lg]) != crc:
             return None
         try:
-            head = marshal.loads(head_b)
+            head = marshal.loads(data[o:o + lh])
+            groups = marshal.loads(data[o + lh:o + lh + lg])
         except (ValueError, EOFError, TypeError):
             return None
-        if not isinstance(head, dict):
+        if not isinstance(head, dict) or not isinstance(groups, tuple) or not all(
+                isinstance(g, tuple) and len(g) == 6 and isinstance(g[3], int) for g in groups):
             return None
-        o += lh
+        o += lh + lg
         paths = data[o:o + lp]
         o += lp
+        tpaths = data[o:o + lt]
+        o += lt
         absent = data[o:o + la]
         o += la
         hashes = data[o:o + n * _HASH_W]
         o += n * _HASH_W
         stats = array("q")
         stats.frombytes(data[o:])
-        if paths.count(b"\0") != n:
+        if paths.count(b"\0") != n_checked or n_checked + tpaths.count(b"\0") != n \
+                or sum(g[3] for g in groups) != n - n_checked:
             return None
-        return cls(head, paths, hashes, stats, absent, (b0, b1, b2, b3), (s0, s1, s2, s3), mdigest)
+        return cls(head, paths, hashes, stats, absent, (b0, b1, b2, b3), (s0, s1, s2, s3), mdigest, tpaths, groups)
 
     # -- the check -----------------------------------------------------------------------------
-    def check(self, anchors: list[tuple[str, str]]) -> DepCheck:
+    def check(self, anchors: list[tuple[str, str]], strict: bool = False) -> DepCheck:
         """Did the recorded dependencies hold? The same rule as ``key.check_deps``.
 
-        One stat per file into an int64 array, one comparison with the recorded array; only a
-        file whose stat moved is re-hashed (bytes decide). ``refreshed``: anchored path -> new
-        stat of files whose bytes were equal.
+        One stat per checked file into an int64 array, one comparison with the recorded array;
+        only a file whose stat moved is re-hashed (bytes decide). A trusted distribution's files
+        (``kernelcache.installed``) are checked the same way only when ``strict`` or when its
+        RECORD's stat moved (a reinstall: ``retrust``); otherwise one stat of its RECORD stands
+        for them. ``refreshed``: anchored path -> new stat of files whose bytes were equal.
         """
-        paths = _resolved(self.dep_paths, anchors)
+        refreshed: dict[str, list[int]] = {}
+        n_checked = self.dep_paths.count(b"\0")
+        why = self._verify(_resolved(self.dep_paths, anchors), 0, refreshed)
+        if why is not None:
+            return DepCheck(False, why)
+        n_stat, n_trusted, retrust, tpaths, start = n_checked, 0, False, None, n_checked
+        roots: dict[str, tuple[int, ...] | None] = {}
+        for record, stat, _label, count, root, root_stat in self.groups:
+            if root not in roots:
+                roots[root] = _stat_of(root, anchors)
+            moved = roots[root] != root_stat or _stat_of(record, anchors) != stat
+            retrust = retrust or moved
+            if moved or strict:
+                if tpaths is None:
+                    tpaths = _resolved(self.trusted_paths, anchors)
+                why = self._verify(tpaths[start - n_checked:start - n_checked + count], start, refreshed)
+                if why is not None:
+                    return DepCheck(False, why)
+                n_stat += count
+            else:
+                n_trusted += count
+            start += count
+        if self.absent_blob:
+            exists = os.path.exists
+            for i, p in enumerate(_resolved(self.absent_blob, anchors)):
+                if exists(p):
+                    name = os.fsdecode(self.absent_blob.split(b"\0")[i + 1])
+                    return DepCheck(False, f"new header {name} shadows the one used before")
+        return DepCheck(True, refreshed=refreshed, n_stat=n_stat, n_trusted=n_trusted, retrust=retrust)
+
+    def _verify(self, paths: list[bytes], base: int, refreshed: dict[str, list[int]]) -> str | None:
+        """Check ``paths`` (the deps from index ``base`` on); None when they held."""
         cur = array("q")
         put, stat = cur.append, os.stat
         try:
@@ -158,47 +216,71 @@ class HitRecord:
                 put(st.st_ctime_ns)
                 put(st.st_ino)
         except OSError:
-            i = len(cur) // _FIELDS
-            return DepCheck(False, f"header {self._anchored(i)} no longer exists")
-        refreshed: dict[str, list[int]] = {}
-        if cur != self.stats:
-            from .toolchain import content_hash
+            return f"header {self._anchored(base + len(cur) // _FIELDS)} no longer exists"
+        rec = self.stats[base * _FIELDS:(base + len(paths)) * _FIELDS]
+        if cur == rec:
+            return None
+        from .toolchain import content_hash
 
-            rec = self.stats
-            for i in range(len(paths)):
-                j = i * _FIELDS
-                if cur[j:j + _FIELDS] == rec[j:j + _FIELDS]:
-                    continue
-                name = self._anchored(i)
-                try:
-                    digest = content_hash(paths[i])
-                except OSError as e:
-                    return DepCheck(False, f"header {name} unreadable: {e}")
-                if digest.encode() != self.hashes[i * _HASH_W:(i + 1) * _HASH_W]:
-                    return DepCheck(False, f"header {name} changed (content hash differs)")
-                refreshed[name] = cur[j:j + _FIELDS].tolist()
-        if self.absent_blob:
-            exists = os.path.exists
-            for i, p in enumerate(_resolved(self.absent_blob, anchors)):
-                if exists(p):
-                    name = os.fsdecode(self.absent_blob.split(b"\0")[i + 1])
-                    return DepCheck(False, f"new header {name} shadows the one used before")
-        return DepCheck(True, refreshed=refreshed)
+        for i in range(len(paths)):
+            j = i * _FIELDS
+            if cur[j:j + _FIELDS] == rec[j:j + _FIELDS]:
+                continue
+            name = self._anchored(base + i)
+            try:
+                digest = content_hash(paths[i])
+            except OSError as e:
+                return f"header {name} unreadable: {e}"
+            k = (base + i) * _HASH_W
+            if digest.encode() != self.hashes[k:k + _HASH_W]:
+                return f"header {name} changed (content hash differs)"
+            refreshed[name] = cur[j:j + _FIELDS].tolist()
+        return None
+
+    def names(self) -> list[str]:
+        """Every recorded dependency, anchored, in the record's order (checked, then trusted)."""
+        return [os.fsdecode(p) for p in (self.dep_paths + self.trusted_paths).split(b"\0")[1:]]
 
     def _anchored(self, i: int) -> str:
-        return os.fsdecode(self.dep_paths.split(b"\0")[i + 1])
+        return self.names()[i]
 
     def refreshed_by(self, refreshed: dict[str, list[int]], binary_stamp: tuple[int, ...] | None) -> "HitRecord":
         """A copy whose recorded stats are the re-validated ones (bytes were equal)."""
         stats = array("q", self.stats)
         if refreshed:
-            index = {os.fsdecode(p): i for i, p in enumerate(self.dep_paths.split(b"\0")[1:])}
+            index = {name: i for i, name in enumerate(self.names())}
             for name, st in refreshed.items():
                 i = index.get(name)
                 if i is not None and len(st) == _FIELDS:
                     stats[i * _FIELDS:(i + 1) * _FIELDS] = array("q", st)
         return HitRecord(self.head, self.dep_paths, self.hashes, stats, self.absent_blob,
-                         binary_stamp or self.binary_stamp, self.mstat, self.mdigest)
+                         binary_stamp or self.binary_stamp, self.mstat, self.mdigest, self.trusted_paths, self.groups)
+
+    def dep_stats(self) -> dict[str, list[int]]:
+        """anchored path -> recorded stat (to derive a record again: a reinstalled package)."""
+        st = self.stats
+        return {name: st[i * _FIELDS:(i + 1) * _FIELDS].tolist() for i, name in enumerate(self.names())}
+
+
+def _stat_of(anchored: str, anchors: list[tuple[str, str]]) -> tuple[int, ...] | None:
+    try:
+        return tuple(stat_fields(os.stat(_resolved(b"\0" + os.fsencode(anchored), anchors)[0])))
+    except OSError:
+        return None
+
+
+def _trusted_groups(names: list[str]) -> list:
+    """The installed distributions whose headers among ``names`` are trusted (cold path only)."""
+    from . import installed, toolchain
+    from .anchors import SITE, TVM_FFI, anchor_path, resolve_anchor
+    from .errors import ToolchainError
+
+    try:
+        tvm_dir = toolchain.tvm_ffi_paths().package_dir
+    except ToolchainError:
+        return []
+    pairs = sorted([(TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))], key=lambda p: -len(p[1]))
+    return installed.trust(names, lambda n: resolve_anchor(n, pairs), lambda p: anchor_path(p, pairs))
 
 
 def _resolved(blob: bytes, anchors: list[tuple[str, str]]) -> list[bytes]:

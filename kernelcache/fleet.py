@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import events, process_state, toolchain, validate
+from . import events, process_state, search, toolchain, validate
 from . import manifest as manifest_mod
 from .errors import KernelCacheError
+from .events import Place
 from .manifest import Manifest
 from .settings import Settings
 from .spec import KernelSpec
@@ -227,8 +228,8 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
                 why = "manifest does not describe this entry (another kernel or key)"
             elif m.so_name not in remote_entry.files:
                 why = f"entry lists no blob for {m.so_name}"
-            else:  # the one installation check of this entry: on the manifest, before any download
-                rej = validate.installation_refusal(req.spec, m, req.installation, strict_external=True)
+            else:  # the lookup loop's vetting of a fetched entry: on the manifest, before any download
+                rej = search.vet_manifest(req.spec, m, req.installation, Place.FETCHED)
                 why = str(rej) if rej else ""
             if not why:
                 entry = _download(req.store, rc, remote_entry, m, skey)

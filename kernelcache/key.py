@@ -82,11 +82,15 @@ def entry_id(key1: str, deps: list[dict], absent: list[str]) -> str:
 class DepCheck:
     """Did the recorded dependencies hold (a plain class: on every load's path)."""
 
-    __slots__ = ("ok", "reason", "refreshed")
+    __slots__ = ("ok", "reason", "refreshed", "n_stat", "n_trusted", "retrust")
 
-    def __init__(self, ok: bool, reason: str = "", refreshed: dict[str, list[int]] | None = None) -> None:
+    def __init__(self, ok: bool, reason: str = "", refreshed: dict[str, list[int]] | None = None,
+                 n_stat: int = 0, n_trusted: int = 0, retrust: bool = False) -> None:
         self.ok, self.reason = ok, reason
         self.refreshed = {} if refreshed is None else refreshed  # path -> new stat (bytes equal)
+        self.n_stat = n_stat  # dependency files stat-ed
+        self.n_trusted = n_trusted  # files trusted through their installed distribution's RECORD
+        self.retrust = retrust  # a distribution's RECORD moved (reinstall): derive the trust again
 
 
 def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str]],
@@ -124,4 +128,4 @@ def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str
             continue
         if os.path.exists(resolve_anchor(a, anchors)):
             return DepCheck(False, f"new header {a} shadows the one used before")
-    return DepCheck(True, refreshed=refreshed)
+    return DepCheck(True, refreshed=refreshed, n_stat=len(deps))

@@ -63,8 +63,8 @@ class Level1:
 
 def level1(plan: BuildPlan, settings: Settings, sources: dict[str, str] | None = None) -> Level1:
     """The level-1 key of ``plan``; ``sources``: its source hashes when the caller has them."""
+    tvm = toolchain.tvm_ffi_paths(settings.memo_dir)  # first: with the on-disk memo (anchors ask too)
     anchors = anchors_for(plan)
-    tvm = toolchain.tvm_ffi_paths(settings.memo_dir)
     sources = source_hashes(plan.spec) if sources is None else sources
     cmds = plan.key_commands()
     cmds = {k: ([[anchor_text(a, anchors) for a in c] for c in v] if k == "compile"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from . import events, kinds, level1, search, validate
@@ -28,24 +27,26 @@ from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch
 from .events import Miss, Place, Status
 from .manifest import Manifest
 from .plan import BuildPlan
+from .records import FrozenRecord
 from .settings import Settings, resolve
 from .spec import KernelSpec
 from .storage.entry import Entry
 from .storage.local import LocalStore
 
 
-@dataclass
-class WarmResult:
+class WarmResult(FrozenRecord):
     """Outcome of building/loading one spec (what `warm`, the CLI and the plugin report)."""
 
     name: str
     status: Status  # a str: "hit" | "built" | "prebuilt" | "remote" | "failed" | "skipped"
     seconds: float
-    reason: str = ""  # miss reason (why it was built / fetched) or failure message
-    entry_id: str = ""
-    entry_path: str = ""
-    so_path: str = ""
-    error: BaseException | None = field(default=None, repr=False)
+    reason: str  # miss reason (why it was built / fetched) or failure message
+    entry_id: str
+    entry_path: str
+    so_path: str
+    error: BaseException | None
+    _FIELDS = ("name", "status", "seconds", "reason", "entry_id", "entry_path", "so_path", "error")
+    _DEFAULTS = {"reason": "", "entry_id": "", "entry_path": "", "so_path": "", "error": None}
 
     def as_dict(self) -> dict:
         return {"name": self.name, "status": str(self.status), "seconds": round(self.seconds, 3),
@@ -120,6 +121,9 @@ def _first(ctx: _Ctx, place: Place, seen: list[search.Verdict] | None = None) ->
 def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fields: Any) -> tuple[Any, WarmResult]:
     """A found entry: remembered as a hit (prebuilt roots are read-only), reported by event."""
     _hit(ctx, v.entry)
+    counts = ctx.look.dep_counts
+    if counts is not None and status is Status.HIT:  # how much the dependency check looked at
+        fields.update(deps_stat=counts[0], deps_trusted=counts[1])
     events.emit("prebuilt_hit" if status is Status.PREBUILT else "hit", name=ctx.spec.name,
                 entry=v.entry.entry_id, **fields)
     return v.module, ctx.result(status, v.entry, reason)

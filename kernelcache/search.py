@@ -24,6 +24,7 @@ from .errors import ToolchainError
 from .events import Miss, Place
 from .layout import BUILT
 from .level1 import Level1, diff_inputs
+from .manifest import Manifest
 from .plan import BuildPlan
 from .settings import Settings
 from .spec import KernelSpec
@@ -39,7 +40,7 @@ class Lookup:
     """One spec on this host: settings, store, and the keys and facts a lookup needs, each
     computed once and only when a place asks for it (a plain class: on every load's path)."""
 
-    __slots__ = ("spec", "s", "store", "plan", "l1", "_skey", "_inst", "_anchors", "_sources")
+    __slots__ = ("spec", "s", "store", "plan", "l1", "_skey", "_inst", "_anchors", "_sources", "dep_counts")
 
     def __init__(self, spec: KernelSpec, s: Settings, store: LocalStore) -> None:
         self.spec, self.s, self.store = spec, s, store
@@ -49,6 +50,7 @@ class Lookup:
         self._inst: validate.Installation | None = None
         self._anchors: list[tuple[str, str]] | None = None
         self._sources: dict[str, str] | None = None
+        self.dep_counts: tuple[int, int] | None = None  # (files stat-ed, files trusted) of the last vet
 
     def sources(self) -> dict[str, str]:
         """sha256 of every source, read once per load (the keys and the installation check share it)."""
@@ -113,21 +115,31 @@ def vet(look: Lookup, entry: Entry, place: Place, read_only: bool = False) -> va
         if look._anchors is None:
             look._anchors = anchors.anchors_for(look.plan)
         rec = entry.record  # packed: no JSON parse of thousands of headers on the hit path
-        if rec is not None:
-            check = rec.check(look._anchors)
+        if rec is not None:  # explain (read-only) checks installed packages' headers too
+            check = rec.check(look._anchors, strict=look.s.verify_installed or read_only)
         else:  # a manifest that cannot be packed: the JSON check
             m = entry.manifest
             check = key.check_deps(m.deps, m.absent, look._anchors, entry.stat_cache())
+        look.dep_counts = (check.n_stat, check.n_trusted)
         if not check.ok:
             return validate.Rejection("deps", check.reason)
         cpu = validate.cpu_refusal(entry.head)
         if cpu is not None:
             return cpu
-        if check.refreshed and not read_only:
-            entry.save_stat_cache(check.refreshed)
+        if not read_only:
+            if check.retrust:  # a reinstalled package, its headers verified: trust it anew
+                entry.rederive_record(check.refreshed)
+            elif check.refreshed:
+                entry.save_stat_cache(check.refreshed)
         return None
-    return validate.installation_refusal(look.spec, entry.manifest, look.installation(),
-                                         strict_external=place is not Place.PREBUILT)
+    look.dep_counts = None
+    return vet_manifest(look.spec, entry.manifest, look.installation(), place)
+
+
+def vet_manifest(spec: KernelSpec, m: Manifest, inst: validate.Installation, place: Place) -> validate.Rejection | None:
+    """``vet`` of an entry built elsewhere, on its manifest alone: the fleet stage asks it before
+    any download (a fleet entry keeps its external dependencies: ``strict_external``)."""
+    return validate.installation_refusal(spec, m, inst, strict_external=place is not Place.PREBUILT)
 
 
 def verdicts(look: Lookup, place: Place, accept: Accept, read_only: bool = False) -> Iterator[Verdict]:

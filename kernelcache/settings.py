@@ -188,11 +188,14 @@ class Settings(FrozenRecord):
     remote: RemoteSettings  # the fleet cache (off by default)
     patch: tuple[str, ...]  # drop-ins to patch in (kernelcache.patch.names: tvm_ffi, torch, flashinfer)
     cache_buster: str | None  # any string: part of every key (force a fleet-wide rebuild)
+    # stat every recorded header on a warm load, those of installed packages too (default: an
+    # installed, non-editable distribution's headers are trusted through its RECORD's identity)
+    verify_installed: bool
     _FIELDS = ("cache_dir", "lock_dir", "lock_timeout", "no_build", "rebuild", "log", "prebuilt", "cuda_arch",
-               "flashinfer_include", "max_jobs", "remote", "patch", "cache_buster")
+               "flashinfer_include", "max_jobs", "remote", "patch", "cache_buster", "verify_installed")
     _DEFAULTS = {"lock_timeout": 1800.0, "no_build": False, "rebuild": False, "log": None, "prebuilt": (),
                  "cuda_arch": None, "flashinfer_include": None, "max_jobs": None, "remote": RemoteSettings(),
-                 "patch": (), "cache_buster": None}
+                 "patch": (), "cache_buster": None, "verify_installed": False}
     __match_args__ = _FIELDS
 
     def __post_init__(self) -> None:
@@ -239,6 +242,7 @@ class Settings(FrozenRecord):
             patch=parse_patch(g("KERNELCACHE_PATCH"), "KERNELCACHE_PATCH")
             + (("tvm_ffi",) if _flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI") else ()),
             cache_buster=g("KERNELCACHE_CACHE_BUSTER") or None,
+            verify_installed=_flag(g("KERNELCACHE_VERIFY_INSTALLED"), "KERNELCACHE_VERIFY_INSTALLED"),
         )
         if overrides.pop("patch_tvm_ffi", False):  # the old name's option (--kc-patch-tvm-ffi)
             overrides["patch"] = (*parse_patch(overrides.get("patch", values["patch"]), "patch"), "tvm_ffi")
@@ -261,6 +265,7 @@ class Settings(FrozenRecord):
             "KERNELCACHE_PREBUILT": os.pathsep.join(map(str, self.prebuilt)),
             "KERNELCACHE_PATCH": ",".join(self.patch),
             "KERNELCACHE_PATCH_TVM_FFI": "1" if self.patch_tvm_ffi else "0",
+            "KERNELCACHE_VERIFY_INSTALLED": "1" if self.verify_installed else "0",
         }
         for name, value in (("KERNELCACHE_LOG", self.log), ("KERNELCACHE_CUDA_ARCH", self.cuda_arch),
                             ("KERNELCACHE_FLASHINFER_INCLUDE", self.flashinfer_include),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -29,19 +28,22 @@ from .level1 import source_hashes, tvm_abi
 from .errors import ToolchainError
 from .manifest import FORMAT, Manifest
 from .plan import IDENTITY_SYMBOL, ROOT
+from .records import FrozenRecord
 from .spec import KernelSpec
 
 ELF_MAGIC = b"\x7fELF"
 Mismatches = dict[str, tuple[str | None, str | None]]
 
 
-@dataclass(frozen=True)
-class Rejection:
-    """Why an entry may not be used: a short code (counted, reported) and a precise detail."""
+class Rejection(FrozenRecord):
+    """Why an entry may not be used: a short code (counted, reported) and a precise detail.
+    (A ``FrozenRecord``: on every load's import path.)"""
 
     code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps | cpu
     detail: str
-    mismatches: Mismatches | None = None
+    mismatches: Mismatches | None
+    _FIELDS = ("code", "detail", "mismatches")
+    _DEFAULTS = {"mismatches": None}
 
     def __str__(self) -> str:
         return self.detail
@@ -179,14 +181,15 @@ def cpu_refusal(m: Manifest) -> Rejection | None:
 
 
 # -- entries built elsewhere (prebuilt roots, the fleet cache) ------------------------------------
-@dataclass(frozen=True)
-class Installation:
+class Installation(FrozenRecord):
     """The facts of this host a foreign entry is checked against (computed once per load)."""
 
     tvm_ffi_version: str
     anchors: list[tuple[str, str]]
     cuda_arch: str | None  # Settings.cuda_arch
-    source_hashes: dict[str, str] | None = None  # this spec's sources (None: hashed when needed)
+    source_hashes: dict[str, str] | None  # this spec's sources (None: hashed when needed)
+    _FIELDS = ("tvm_ffi_version", "anchors", "cuda_arch", "source_hashes")
+    _DEFAULTS = {"source_hashes": None}
 
 
 def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, strict_external: bool) -> Rejection | None:

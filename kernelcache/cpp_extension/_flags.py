@@ -21,8 +21,9 @@ import os
 import shlex
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from ..records import FrozenRecord
 
 # Environment variables torch's writer or its helpers read while producing the lines.
 TORCH_ENV = ("TORCH_CUDA_ARCH_LIST", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "CUDA_INC_PATH", "CUDNN_HOME",
@@ -30,8 +31,7 @@ TORCH_ENV = ("TORCH_CUDA_ARCH_LIST", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "CUD
 MEMO_VERSION = 1
 
 
-@dataclass
-class Lines:
+class Lines(FrozenRecord):
     """Flag lists as torch writes them (``post`` flags appended to the compile flags)."""
 
     cflags: list[str]
@@ -39,6 +39,10 @@ class Lines:
     ldflags: list[str]
     user_includes: list[str]
     system_includes: list[str]
+    _FIELDS = ("cflags", "cuda_cflags", "ldflags", "user_includes", "system_includes")
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {f: getattr(self, f) for f in self._FIELDS}
 
 
 def is_cuda_file(path: str) -> bool:
@@ -128,7 +132,7 @@ def lines(memo_dir: Path, name: str, sources: list[str], extra_cflags: list[str]
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(asdict(got)))
+            tmp.write_text(json.dumps(got.as_dict()))
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only cache still works, it only asks torch every time

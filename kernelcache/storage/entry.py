@@ -133,6 +133,27 @@ class Entry:
         self._record = rec.refreshed_by(deps, tuple(stamp) if stamp else None)
         deprecord.save(self.path, self._record)
 
+    def rederive_record(self, refreshed: dict[str, list[int]]) -> None:
+        """Derive the hit record again from the manifest (an installed package was reinstalled:
+        its headers were verified by bytes; the trust in it is checked anew against its RECORD)."""
+        rec = self.record
+        if self.read_only or rec is None:
+            return
+        try:
+            with open(self.path / MANIFEST, "rb") as f:
+                data = f.read()
+                mstat = tuple(deprecord.stat_fields(os.fstat(f.fileno())))
+            parsed = json.loads(data)
+        except (OSError, ValueError):
+            return
+        stats = {**rec.dep_stats(), **refreshed}
+        if any(rec.binary_stamp):
+            stats[f"binary:{self.head.so_name}"] = list(rec.binary_stamp)
+        new = deprecord.HitRecord.from_manifest(parsed, data, mstat, stats)
+        if new is not None:
+            self._record = new
+            deprecord.save(self.path, new)
+
     def _save_legacy_stat_cache(self, refreshed: dict[str, list[int]]) -> None:
         cache = self._legacy_stat_cache()
         cache.update(refreshed)

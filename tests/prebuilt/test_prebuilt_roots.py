@@ -111,3 +111,35 @@ def test_ls_marks_prebuilt_entries(kc_env, artifact_root):
     out = subprocess.run([sys.executable, "-m", "kernelcache", "ls"], env=kc_env.env(KERNELCACHE_PREBUILT=str(artifact_root)),
                          capture_output=True, text=True, timeout=HANG_S).stdout
     assert "prebuilt:" in out and "adder" in out
+
+
+def test_companion_roots_memo_follows_distributions_not_files_in_the_cwd(tmp_path, monkeypatch):
+    """Writing a file in the working directory does not rescan package metadata (it did: the
+    memo was keyed on the cwd's mtime); a distribution appearing there does."""
+    import os
+    import sys
+
+    import kernelcache as kc
+    from kernelcache.storage import prebuilt
+
+    s = kc.Settings.from_env({"KERNELCACHE_DIR": str(tmp_path / "c")})
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    scans = []
+    real = prebuilt._scan_entry_points
+    monkeypatch.setattr(prebuilt, "_scan_entry_points", lambda: scans.append(1) or real())
+    os.utime(cwd, ns=(0, 0))  # the next write in the cwd moves its mtime whatever the clock's grain
+    kc.reset_process_state()
+    first = prebuilt.entry_point_roots(s)
+    assert len(scans) == 1
+    (cwd / "out.log").write_text("a script's output\n")
+    kc.reset_process_state()
+    assert prebuilt.entry_point_roots(s) == first and len(scans) == 1
+    di = cwd / "kc_companion-1.0.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: kc-companion\nVersion: 1.0\n")
+    (di / "entry_points.txt").write_text(f"[{prebuilt.ENTRY_POINT_GROUP}]\nroot = os:curdir\n")
+    kc.reset_process_state()
+    assert cwd.resolve() in prebuilt.entry_point_roots(s) and len(scans) == 2

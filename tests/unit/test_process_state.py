@@ -31,6 +31,7 @@ MEMOS = {
     "flashinfer/_route.py": {"flashinfer.loaded"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
+    "installed.py": {"installed.listings"},
     "fleet.py": {"fleet.clients"},
     "storage/remote/client.py": {"remote.down_state"},
     "kernels/config.py": {"kernels.settings"},
