@@ -47,7 +47,8 @@ def test_prune_evicts_without_breaking_a_process_that_uses_the_entry(kc_env, pro
     user.stdin.write("go\n")
     user.stdin.flush()
     assert user.stdout.readline().split() == ["after", "4"]
-    assert user.wait(timeout=HANG_S) == 0
+    user.communicate(timeout=HANG_S)  # closes the pipes too
+    assert user.returncode == 0
 
 
 def test_prune_by_age_keeps_recent_entries(kc_env, tmp_path):

@@ -9,7 +9,7 @@ import textwrap
 
 import kernelcache as kc
 from kernelcache import lock
-from tests.support import project_spec, spec_code
+from tests.support import HANG_S, project_spec, spec_code
 
 
 def _lock_file(kc_env, project):
@@ -73,6 +73,7 @@ def test_waiter_logs_holder_and_deadline_ends_wait(kc_env, project):
         assert kc_env.compiles() == 0
     finally:
         holder.kill()
+        holder.communicate(timeout=HANG_S)  # closes the pipes too
         holder.wait()
     # the holder died: the kernel released its flock, the next load builds at once
     assert kc.load(project_spec(project)).add(1, 1) == 2

@@ -124,6 +124,12 @@ class Host:
                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+def finish(p: subprocess.Popen, timeout: float) -> dict:
+    """Wait for a started host, read its output and close its pipes, then :func:`parse` it."""
+    out, err = p.communicate(timeout=timeout)
+    return parse(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+
+
 def parse(p) -> dict:
     stdout = p.stdout if isinstance(p.stdout, str) else p.stdout.read()
     for line in stdout.splitlines():

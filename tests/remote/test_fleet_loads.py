@@ -253,12 +253,9 @@ def test_eight_cold_hosts_compile_once(fleet_remote, tmp_path):
     procs = [h.start(project, before=before) for h in hosts]
     time.sleep(1.0)
     go.touch()
-    from .hosts import parse
+    from .hosts import finish
 
-    outs = []
-    for p in procs:
-        p.wait(timeout=300)
-        outs.append(parse(p))
+    outs = [finish(p, 300) for p in procs]
     assert sum(h.compiles() for h in hosts) == 1, [o.get("status") for o in outs]
     assert all(o["value"] == 5 for o in outs)
     assert len({o["sha"] for o in outs}) == 1  # every host loads the same bytes
@@ -280,12 +277,12 @@ def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, m
     assert list(file_remote.path.rglob("leases/*/*/*")), "the holder never took the lease"
     time.sleep(0.5)
     p.kill()
-    p.wait(timeout=30)
+    p.communicate(timeout=30)
     others = [Host(f"w{i}", tmp_path / f"w{i}", _rw(remote, **ttl)) for i in range(2)]
     procs = [h.start(project) for h in others]
-    from .hosts import parse
+    from .hosts import finish
 
-    outs = [parse(q) if q.wait(timeout=240) is not None else None for q in procs]
+    outs = [finish(q, 240) for q in procs]
     assert all(o["value"] == 5 for o in outs)
     assert sum(h.compiles() for h in others) == 1
     assert any(h.events("remote_lease_wait") for h in others)  # they waited for the dead holder first
@@ -294,7 +291,7 @@ def test_killed_lease_holder_is_taken_over_after_expiry(file_remote, tmp_path, m
 def test_a_long_build_keeps_its_lease(file_remote, tmp_path, make_settings):
     """A compile longer than the lease TTL renews the lease: the other host waits, never compiles."""
     from .remotes import Remote
-    from .hosts import parse
+    from .hosts import finish
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
     project = make_project(tmp_path / "proj")
@@ -306,6 +303,6 @@ def test_a_long_build_keeps_its_lease(file_remote, tmp_path, make_settings):
         time.sleep(0.05)
     waiter = Host("waiter", tmp_path / "waiter", _rw(remote, **ttl))
     out = waiter.load(project)
-    assert parse(p)["status"] == "built" if p.wait(timeout=120) == 0 else False
+    assert finish(p, 120)["status"] == "built" and p.returncode == 0
     assert out["status"] == "remote" and waiter.compiles() == 0, (out, waiter.events("remote_lease_wait"))
     assert builder.compiles() == 1

@@ -103,7 +103,7 @@ def test_sigkilled_holder_blocks_nobody_beyond_expiry(remote, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(timeout=10)
+        proc.communicate(timeout=10)  # closes the pipes too
 
 
 def test_waiter_gets_the_holders_entry(remote, tmp_path):

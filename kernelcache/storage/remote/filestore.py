@@ -42,19 +42,31 @@ class FileBackend:
     def _bounded(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         box: dict[str, Any] = {}
         done = threading.Event()
+        handover = threading.Lock()
 
         def run() -> None:
             try:
-                box["value"] = fn(*args)
+                value = fn(*args)
             except BaseException as e:  # handed to the caller below
                 box["error"] = e
+            else:
+                with handover:
+                    if box.get("abandoned"):  # the caller gave up: nobody else will close it
+                        close = getattr(value, "close", None)
+                        if close is not None:
+                            close()
+                        return
+                    box["value"] = value
             finally:
                 done.set()
 
         threading.Thread(target=run, name="kernelcache-remote-file", daemon=True).start()
         if not done.wait(self.timeout):
-            raise RemoteUnavailable(f"{self.description}: {what} did not finish within {self.timeout:g}s "
-                                    "(hung or very slow filesystem)")
+            with handover:
+                if "value" not in box and "error" not in box:
+                    box["abandoned"] = True
+                    raise RemoteUnavailable(f"{self.description}: {what} did not finish within "
+                                            f"{self.timeout:g}s (hung or very slow filesystem)")
         if "error" in box:
             err = box["error"]
             if isinstance(err, OSError):
@@ -131,10 +143,16 @@ class FileBackend:
             while True:
                 chunk = self._bounded(f"read {key}", f.read, CHUNK)
                 if not chunk:
-                    return
+                    break
                 yield chunk
-        finally:
+        except RemoteUnavailable:
+            # the abandoned reader still holds the buffer's lock: closing here would wait for it
+            threading.Thread(target=f.close, name="kernelcache-remote-file-close", daemon=True).start()
+            raise
+        except BaseException:
             f.close()
+            raise
+        f.close()
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
