@@ -75,13 +75,10 @@ class Entry:
     def _record_from_manifest(self) -> "tuple[deprecord.HitRecord | None, Manifest | None]":
         """Parse manifest.json once (an entry of an older version, or a copied one) and write its
         hit record where the entry is writable, folding in an older version's depstat.json."""
-        try:
-            with open(self.path / MANIFEST, "rb") as f:
-                data = f.read()
-                mstat = tuple(deprecord.stat_fields(os.fstat(f.fileno())))
-            parsed = json.loads(data)
-        except (OSError, ValueError):
+        read = self._read_manifest()
+        if read is None:
             return None, None
+        data, mstat, parsed = read
         m = Manifest.from_dict(parsed)
         if m is None:
             return None, None
@@ -89,6 +86,16 @@ class Entry:
         if rec is not None and not self.read_only:
             deprecord.save(self.path, rec)
         return rec, m
+
+    def _read_manifest(self) -> "tuple[bytes, tuple, object] | None":
+        """manifest.json's bytes, the stat they were read under (binds the hit record) and the parse."""
+        try:
+            with open(self.path / MANIFEST, "rb") as f:
+                data = f.read()
+                mstat = tuple(deprecord.stat_fields(os.fstat(f.fileno())))
+            return data, mstat, json.loads(data)
+        except (OSError, ValueError):
+            return None
 
     @property
     def so_path(self) -> Path:
@@ -139,13 +146,10 @@ class Entry:
         rec = self.record
         if self.read_only or rec is None:
             return
-        try:
-            with open(self.path / MANIFEST, "rb") as f:
-                data = f.read()
-                mstat = tuple(deprecord.stat_fields(os.fstat(f.fileno())))
-            parsed = json.loads(data)
-        except (OSError, ValueError):
+        read = self._read_manifest()
+        if read is None:
             return
+        data, mstat, parsed = read
         stats = {**rec.dep_stats(), **refreshed}
         if any(rec.binary_stamp):
             stats[f"binary:{self.head.so_name}"] = list(rec.binary_stamp)
