@@ -91,7 +91,7 @@ def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str], 
                 stdout, _ = proc.communicate(timeout=HEARTBEAT_S)
                 break
             except subprocess.TimeoutExpired:
-                events.emit("build_progress", name=plan.spec.name, seconds=time.monotonic() - t0)
+                events.emit(events.Event.BUILD_PROGRESS, name=plan.spec.name, seconds=time.monotonic() - t0)
     out = stdout or ""
     log.append(out)
     if proc.returncode != 0:

@@ -62,21 +62,57 @@ class Place(Word):
     LOCAL = "local"
     FETCHED = "fetched"
 
+
+class Event(Word):
+    """What happened, as the event log, the progress lines and the counters name it."""
+
+    HIT = "hit"
+    PREBUILT_HIT = "prebuilt_hit"
+    MISS = "miss"
+    QUARANTINE = "quarantine"
+    PREBUILT_REFUSED = "prebuilt_refused"
+    LOCAL_REFUSED = "local_refused"
+    FETCHED_REFUSED = "fetched_refused"
+    BUILD_START = "build_start"
+    BUILD_PROGRESS = "build_progress"
+    BUILD_DONE = "build_done"
+    BUILD_FAILED = "build_failed"
+    RACE_GUARD = "race_guard"
+    PUBLISH_RACE_LOST = "publish_race_lost"
+    LOCK_UNUSABLE = "lock_unusable"
+    LOCK_WAIT_START = "lock_wait_start"
+    LOCK_WAIT = "lock_wait"
+    LOCK_ACQUIRED = "lock_acquired"
+    EXTENSION_LOADED = "extension_loaded"
+    REMOTE_DOWN = "remote_down"
+    REMOTE_ERROR = "remote_error"
+    REMOTE_MISS = "remote_miss"
+    REMOTE_HIT = "remote_hit"
+    REMOTE_LEASE_LOST = "remote_lease_lost"
+    REMOTE_LEASE_WAIT = "remote_lease_wait"
+    REMOTE_LEASE_WAIT_PROGRESS = "remote_lease_wait_progress"
+    REMOTE_LEASE_WAIT_DONE = "remote_lease_wait_done"
+    REMOTE_UPLOAD = "remote_upload"
+    REMOTE_UPLOAD_EXISTS = "remote_upload_exists"
+    REMOTE_REPAIR = "remote_repair"
+
 _lock = threading.Lock()
 _counters: Counter = Counter()
 _miss_reasons: Counter = Counter()
 _floats: dict[str, float] = {"build_seconds": 0.0, "wait_seconds": 0.0}
 _per_kernel: dict[str, Counter] = defaultdict(Counter)
 _per_kernel_reasons: dict[str, Counter] = defaultdict(Counter)
-_PROGRESS = {"build_start", "build_progress", "build_done", "build_failed", "lock_wait", "quarantine",
-             "race_guard", "remote_down", "remote_lease_wait", "remote_hit", "remote_upload", "remote_miss",
-             "remote_repair"}
+_PROGRESS = {
+    Event.BUILD_START, Event.BUILD_PROGRESS, Event.BUILD_DONE, Event.BUILD_FAILED, Event.LOCK_WAIT,
+    Event.QUARANTINE, Event.RACE_GUARD, Event.REMOTE_DOWN, Event.REMOTE_LEASE_WAIT, Event.REMOTE_HIT,
+    Event.REMOTE_UPLOAD, Event.REMOTE_MISS, Event.REMOTE_REPAIR,
+}
 # event -> per-kernel counter name (what the plugin summary and `kernelcache stats` show)
 _KERNEL_COUNTERS = {
-    "hit": "hits", "prebuilt_hit": "prebuilt_hits", "remote_hit": "remote_hits", "miss": "misses",
-    "build_done": "builds", "build_failed": "build_failures", "quarantine": "quarantined",
-    "remote_miss": "remote_misses", "remote_upload": "uploads", "remote_lease_wait": "lease_waits",
-    "remote_error": "remote_errors", "lock_wait_start": "lock_waits", "remote_repair": "repairs",
+    Event.HIT: "hits", Event.PREBUILT_HIT: "prebuilt_hits", Event.REMOTE_HIT: "remote_hits", Event.MISS: "misses",
+    Event.BUILD_DONE: "builds", Event.BUILD_FAILED: "build_failures", Event.QUARANTINE: "quarantined",
+    Event.REMOTE_MISS: "remote_misses", Event.REMOTE_UPLOAD: "uploads", Event.REMOTE_LEASE_WAIT: "lease_waits",
+    Event.REMOTE_ERROR: "remote_errors", Event.LOCK_WAIT_START: "lock_waits", Event.REMOTE_REPAIR: "repairs",
 }
 _target: ContextVar[str | None] = ContextVar("kernelcache_log_target", default=None)
 _listeners: list[Callable[[str, dict], None]] = []  # in-process observers (the plugin's impact recorder)
@@ -113,11 +149,11 @@ def emit(event: str, **fields: Any) -> None:
     name = fields.get("name")
     with _lock:
         _counters[event] += 1
-        if event == "miss":
+        if event == Event.MISS:
             _miss_reasons[str(fields.get("reason_code", "unknown"))] += 1
-        if event == "build_done":
+        if event == Event.BUILD_DONE:
             _floats["build_seconds"] += float(fields.get("seconds", 0.0))
-        if event == "lock_acquired":
+        if event == Event.LOCK_ACQUIRED:
             _floats["wait_seconds"] += float(fields.get("waited", 0.0))
         kind = fields.get("kind")
         if kind and name:  # a label the report shows (a count, so xdist merges it)
@@ -125,9 +161,9 @@ def emit(event: str, **fields: Any) -> None:
         counter = _KERNEL_COUNTERS.get(event)
         if counter and name:
             _per_kernel[name][counter] += 1
-            if event in ("miss", "remote_miss", "remote_error"):
+            if event in (Event.MISS, Event.REMOTE_MISS, Event.REMOTE_ERROR):
                 _per_kernel_reasons[name][f"{counter}:{fields.get('reason_code', 'unknown')}"] += 1
-            if event == "build_done":
+            if event == Event.BUILD_DONE:
                 _per_kernel[name]["build_ms"] += int(1000 * float(fields.get("seconds", 0.0)))
         listeners = tuple(_listeners)
     for fn in listeners:
@@ -139,7 +175,7 @@ def emit(event: str, **fields: Any) -> None:
     if target == "0":
         return
     if target in (None, ""):
-        if event in _PROGRESS and not (event == "remote_miss" and fields.get("reason_code") == "remote_no_entry"):
+        if event in _PROGRESS and not (event == Event.REMOTE_MISS and fields.get("reason_code") == "remote_no_entry"):
             print(f"[kernelcache] {_human(event, fields)}", file=sys.stderr, flush=True)
         return
     record = {"t": round(time.time(), 3), "event": event, "pid": os.getpid(), **fields}
@@ -157,22 +193,24 @@ def emit(event: str, **fields: Any) -> None:
 def _human(event: str, f: dict) -> str:
     name = f.get("name", "?")
     texts = {
-        "build_start": lambda: f"building {name} ({f.get('reason', 'miss')}): {f.get('n_sources', '?')} source(s) ...",
-        "build_progress": lambda: f"still building {name} ({f.get('seconds', 0):.0f}s so far) ...",
-        "build_done": lambda: f"built {name} in {f.get('seconds', 0):.1f}s",
-        "build_failed": lambda: f"build of {name} failed after {f.get('seconds', 0):.1f}s",
-        "lock_wait": lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: build lock held by {f.get('holder', '?')}",
-        "quarantine": lambda: f"rejected cached {name} ({f.get('reason')}); moved to quarantine, rebuilding",
-        "race_guard": lambda: f"{name}: {f.get('reason')}; not publishing this build",
-        "remote_down": lambda: f"fleet cache {f.get('remote')} unavailable ({f.get('reason')}); this process "
+        Event.BUILD_START: lambda: f"building {name} ({f.get('reason', 'miss')}): "
+                                   f"{f.get('n_sources', '?')} source(s) ...",
+        Event.BUILD_PROGRESS: lambda: f"still building {name} ({f.get('seconds', 0):.0f}s so far) ...",
+        Event.BUILD_DONE: lambda: f"built {name} in {f.get('seconds', 0):.1f}s",
+        Event.BUILD_FAILED: lambda: f"build of {name} failed after {f.get('seconds', 0):.1f}s",
+        Event.LOCK_WAIT: lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: build lock held by "
+                                 f"{f.get('holder', '?')}",
+        Event.QUARANTINE: lambda: f"rejected cached {name} ({f.get('reason')}); moved to quarantine, rebuilding",
+        Event.RACE_GUARD: lambda: f"{name}: {f.get('reason')}; not publishing this build",
+        Event.REMOTE_DOWN: lambda: f"fleet cache {f.get('remote')} unavailable ({f.get('reason')}); this process "
                                "goes on with its local cache",
-        "remote_miss": lambda: f"refused {name} entry {str(f.get('entry', ''))[:12]} from {f.get('remote')} "
+        Event.REMOTE_MISS: lambda: f"refused {name} entry {str(f.get('entry', ''))[:12]} from {f.get('remote')} "
                                f"({f.get('reason_code')}: {f.get('reason')})",
-        "remote_repair": lambda: f"{f.get('status')} damaged fleet entry of {name} on {f.get('remote')}",
-        "remote_lease_wait": lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: being compiled by "
+        Event.REMOTE_REPAIR: lambda: f"{f.get('status')} damaged fleet entry of {name} on {f.get('remote')}",
+        Event.REMOTE_LEASE_WAIT: lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: being compiled by "
                                      f"{f.get('holder', '?')} (fleet lease)",
-        "remote_hit": lambda: f"fetched {name} from {f.get('remote')} in {f.get('seconds', 0):.2f}s",
-        "remote_upload": lambda: f"uploaded {name} to {f.get('remote')}",
+        Event.REMOTE_HIT: lambda: f"fetched {name} from {f.get('remote')} in {f.get('seconds', 0):.2f}s",
+        Event.REMOTE_UPLOAD: lambda: f"uploaded {name} to {f.get('remote')}",
     }
     text = texts.get(event)
     return text() if text else f"{event} {f}"
@@ -190,23 +228,23 @@ def stats() -> dict[str, Any]:
                 row["reasons"] = reasons
             kernels[name] = row
         return {
-            "hits": _counters["hit"],
-            "prebuilt_hits": _counters["prebuilt_hit"],
-            "remote_hits": _counters["remote_hit"],
-            "misses": _counters["miss"],
+            "hits": _counters[Event.HIT],
+            "prebuilt_hits": _counters[Event.PREBUILT_HIT],
+            "remote_hits": _counters[Event.REMOTE_HIT],
+            "misses": _counters[Event.MISS],
             "miss_reasons": dict(_miss_reasons),
-            "builds": _counters["build_done"],
-            "build_failures": _counters["build_failed"],
+            "builds": _counters[Event.BUILD_DONE],
+            "build_failures": _counters[Event.BUILD_FAILED],
             "build_seconds": round(_floats["build_seconds"], 3),
-            "lock_waits": _counters["lock_wait_start"],
+            "lock_waits": _counters[Event.LOCK_WAIT_START],
             "wait_seconds": round(_floats["wait_seconds"], 3),
-            "quarantined": _counters["quarantine"],
-            "publish_races_lost": _counters["publish_race_lost"],
-            "remote_misses": _counters["remote_miss"],
-            "uploads": _counters["remote_upload"],
-            "lease_waits": _counters["remote_lease_wait"],
-            "remote_errors": _counters["remote_error"],
-            "repairs": _counters["remote_repair"],
+            "quarantined": _counters[Event.QUARANTINE],
+            "publish_races_lost": _counters[Event.PUBLISH_RACE_LOST],
+            "remote_misses": _counters[Event.REMOTE_MISS],
+            "uploads": _counters[Event.REMOTE_UPLOAD],
+            "lease_waits": _counters[Event.REMOTE_LEASE_WAIT],
+            "remote_errors": _counters[Event.REMOTE_ERROR],
+            "repairs": _counters[Event.REMOTE_REPAIR],
             "kernels": kernels,
         }
 

@@ -101,7 +101,7 @@ def _announce_down(url: str, reason: str) -> None:
         if url in _announced:
             return
         _announced.add(url)
-    events.emit("remote_down", remote=url, reason=reason)
+    events.emit(events.Event.REMOTE_DOWN, remote=url, reason=reason)
 
 
 def open_client(s: Settings, name: str = ""):
@@ -113,12 +113,12 @@ def open_client(s: Settings, name: str = ""):
         from .storage.remote.url import redact
 
         _announce_down(redact(s.remote.url or ""), str(e))
-        events.emit("remote_error", name=name, reason_code="remote_unavailable", error=str(e)[:300])
+        events.emit(events.Event.REMOTE_ERROR, name=name, reason_code="remote_unavailable", error=str(e)[:300])
         return None
 
 
 def _failed(name: str, rc: Any, err: Exception) -> None:
-    events.emit("remote_error", name=name, reason_code=getattr(err, "reason", "remote_error"), remote=rc.url,
+    events.emit(events.Event.REMOTE_ERROR, name=name, reason_code=getattr(err, "reason", "remote_error"), remote=rc.url,
                 error=str(err)[:300])
 
 
@@ -175,7 +175,7 @@ def lease_kept(lease: Any, ttl: float, name: str) -> Iterator[None]:
         while not stop.wait(max(0.5, ttl / 3)):
             try:
                 if not lease.renew(ttl):
-                    events.emit("remote_lease_lost", name=name)
+                    events.emit(events.Event.REMOTE_LEASE_LOST, name=name)
                     return
             except Exception:  # noqa: BLE001 - an outage mid-build: the lease just expires
                 return
@@ -192,13 +192,14 @@ def lease_kept(lease: Any, ttl: float, name: str) -> Iterator[None]:
 def _wait(req: FleetRequest, rc: Any, holder: Any, deadline_s: float) -> list:
     name = req.spec.name
     t0 = time.monotonic()
-    events.emit("remote_lease_wait", name=name, holder=_who(holder), waited=0.0)
+    events.emit(events.Event.REMOTE_LEASE_WAIT, name=name, holder=_who(holder), waited=0.0)
 
     def on_wait(info: Any, waited: float) -> None:
-        events.emit("remote_lease_wait_progress", name=name, holder=_who(info or holder), waited=waited)
+        events.emit(events.Event.REMOTE_LEASE_WAIT_PROGRESS, name=name, holder=_who(info or holder), waited=waited)
 
     refs = rc.wait_for_entries(name, req.skey, deadline_s, on_wait)
-    events.emit("remote_lease_wait_done", name=name, waited=round(time.monotonic() - t0, 3), found=bool(refs))
+    events.emit(events.Event.REMOTE_LEASE_WAIT_DONE, name=name, waited=round(time.monotonic() - t0, 3),
+                found=bool(refs))
     return refs
 
 
@@ -215,7 +216,7 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
     name, skey = req.spec.name, req.skey
     refs = rc.list_entries(name, skey)
     if not refs:
-        events.emit("remote_miss", name=name, reason_code="remote_no_entry", remote=rc.url)
+        events.emit(events.Event.REMOTE_MISS, name=name, reason_code="remote_no_entry", remote=rc.url)
         out.misses.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}")
         return False
     t0 = time.monotonic()
@@ -235,7 +236,7 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
                 entry = _download(req.store, rc, remote_entry, m, skey)
                 got = req.accept(entry)
                 if not isinstance(got, validate.Rejection):
-                    events.emit("remote_hit", name=name, entry=m.entry_id, remote=rc.url,
+                    events.emit(events.Event.REMOTE_HIT, name=name, entry=m.entry_id, remote=rc.url,
                                 seconds=time.monotonic() - t0)
                     out.module, out.entry = got, entry
                     return True
@@ -246,7 +247,8 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
         except RemoteError as e:
             why, code = str(e), getattr(e, "reason", "remote_error")
         out.misses.append(f"remote {rc.url} {ref.entry_id}: {code}: {why}")
-        events.emit("remote_miss", name=name, reason_code=code, remote=rc.url, entry=ref.entry_id, reason=why)
+        events.emit(events.Event.REMOTE_MISS, name=name, reason_code=code, remote=rc.url, entry=ref.entry_id,
+                    reason=why)
     return False
 
 
@@ -298,6 +300,7 @@ def upload(s: Settings, entry: Entry) -> tuple[str, str]:
     except RemoteError as e:
         _failed(m.name, rc, e)
         return "failed", f"{getattr(e, 'reason', 'remote_error')}: {e}"
-    kind = {"uploaded": "remote_upload", "exists": "remote_upload_exists"}.get(status, "remote_repair")
+    kind = {"uploaded": events.Event.REMOTE_UPLOAD, "exists": events.Event.REMOTE_UPLOAD_EXISTS}.get(
+        status, events.Event.REMOTE_REPAIR)
     events.emit(kind, name=m.name, entry=m.entry_id, remote=rc.url, status=status)
     return status, ""

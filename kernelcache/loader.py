@@ -83,7 +83,7 @@ class _Ctx:
 
 
 def _reject(ctx: _Ctx, entry: Entry, rej: validate.Rejection) -> None:
-    events.emit("quarantine", name=ctx.spec.name, reason=str(rej), code=rej.code, entry=entry.entry_id)
+    events.emit(events.Event.QUARANTINE, name=ctx.spec.name, reason=str(rej), code=rej.code, entry=entry.entry_id)
     ctx.store.quarantine(entry, str(rej))
 
 
@@ -112,7 +112,7 @@ def _first(ctx: _Ctx, place: Place, seen: list[search.Verdict] | None = None) ->
                 ctx.refused.append(f"{v.entry.path}: {rej}")
             continue
         ctx.refused.append(f"{place} {v.entry.path}: {rej}")
-        events.emit(f"{place}_refused", name=ctx.spec.name, entry=str(v.entry.path), reason=str(rej))
+        events.emit(events.Event(f"{place}_refused"), name=ctx.spec.name, entry=str(v.entry.path), reason=str(rej))
         if place is Place.FETCHED:
             ctx.store.quarantine(v.entry, str(rej))
     return None
@@ -124,7 +124,7 @@ def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fie
     counts = ctx.look.dep_counts
     if counts is not None and status is Status.HIT:  # how much the dependency check looked at
         fields.update(deps_stat=counts[0], deps_trusted=counts[1])
-    events.emit("prebuilt_hit" if status is Status.PREBUILT else "hit", name=ctx.spec.name,
+    events.emit(events.Event.PREBUILT_HIT if status is Status.PREBUILT else events.Event.HIT, name=ctx.spec.name,
                 entry=v.entry.entry_id, **fields)
     return v.module, ctx.result(status, v.entry, reason)
 
@@ -143,7 +143,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
             f"kernel {spec.name!r}: cannot create a build directory in the cache "
             f"{ctx.s.cache_dir}: {e}. Point KERNELCACHE_DIR at a writable directory, or use "
             "a prebuilt artifact root (KERNELCACHE_PREBUILT) with KERNELCACHE_NO_BUILD=1") from e
-    events.emit("build_start", name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
+    events.emit(events.Event.BUILD_START, name=spec.name, reason=reason, n_sources=len(plan.sources), key=l1.key[:16])
     t0 = time.monotonic()
     try:
         from . import build  # imported on a miss only: a warm load never pays for it
@@ -163,18 +163,18 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
                 raise SchemaMismatch(spec.name, rej.mismatches, where="freshly built from the current sources")
             raise BuildError(spec.name, "<post-link check>", str(rej))
     except BaseException as e:
-        events.emit("build_failed", name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
+        events.emit(events.Event.BUILD_FAILED, name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         import shutil
 
         shutil.rmtree(bdir, ignore_errors=True)
         raise
-    events.emit("build_done", name=spec.name, seconds=out.seconds, entry=out.entry_id)
+    events.emit(events.Event.BUILD_DONE, name=spec.name, seconds=out.seconds, entry=out.entry_id)
     if not out.publishable:
-        events.emit("race_guard", name=spec.name, reason=out.not_publishable_reason)
+        events.emit(events.Event.RACE_GUARD, name=spec.name, reason=out.not_publishable_reason)
         return mod, fresh, None
     dest, won = ctx.store.publish(bdir, spec.name, l1.key, out.entry_id)
     if not won:
-        events.emit("publish_race_lost", name=spec.name, entry=out.entry_id)
+        events.emit(events.Event.PUBLISH_RACE_LOST, name=spec.name, entry=out.entry_id)
     if won or dest == bdir:  # ours (renamed into place, or kept where a winner is not visible yet)
         entry = Entry(dest, m)
         return admit.published(fresh, entry, mod), entry, None
@@ -245,7 +245,7 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
             got = _first(ctx, Place.FETCHED)
             if got is not None:
                 return _found(ctx, got, Status.HIT, "fetched earlier from the fleet cache", fetched=True)
-        events.emit("miss", name=spec.name, reason=miss.reason, reason_code=miss.code.value)
+        events.emit(events.Event.MISS, name=spec.name, reason=miss.reason, reason_code=miss.code.value)
         if s.no_build and not s.remote_enabled:
             raise CacheMissError(spec.name, miss.reason, ctx.refused)
         with single_flight(l1.key, spec.name, s):

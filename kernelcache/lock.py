@@ -61,7 +61,7 @@ def single_flight(key1: str, name: str, settings: Settings) -> Iterator[bool]:
     path = lock_path_for(key1, settings)
     err = _probe(path)
     if err is not None:
-        events.emit("lock_unusable", name=name, lock=str(path), error=f"{type(err).__name__}: {err}")
+        events.emit(events.Event.LOCK_UNUSABLE, name=name, lock=str(path), error=f"{type(err).__name__}: {err}")
         yield False
         return
     lk = filelock.FileLock(str(path), timeout=0)
@@ -76,21 +76,21 @@ def single_flight(key1: str, name: str, settings: Settings) -> Iterator[bool]:
         except filelock.Timeout:
             pass
         except OSError as e:  # not contention: never spin
-            events.emit("lock_unusable", name=name, lock=str(path), error=f"{type(e).__name__}: {e}")
+            events.emit(events.Event.LOCK_UNUSABLE, name=name, lock=str(path), error=f"{type(e).__name__}: {e}")
             yield False
             return
         now = time.monotonic()
         if not waited_logged:
-            events.emit("lock_wait_start", name=name, lock=str(path), holder=_holder_info(path))
+            events.emit(events.Event.LOCK_WAIT_START, name=name, lock=str(path), holder=_holder_info(path))
             waited_logged = True
         if now >= next_log:
-            events.emit("lock_wait", name=name, waited=now - t0, holder=_holder_info(path))
+            events.emit(events.Event.LOCK_WAIT, name=name, waited=now - t0, holder=_holder_info(path))
             next_log = now + LOG_EVERY_S
         if deadline_s > 0 and now - t0 >= deadline_s:
             raise LockTimeout(name, str(path), now - t0, _holder_info(path))
         time.sleep(POLL_S)
     waited = time.monotonic() - t0
-    events.emit("lock_acquired", name=name, waited=round(waited, 3))
+    events.emit(events.Event.LOCK_ACQUIRED, name=name, waited=round(waited, 3))
     holder = Path(str(path) + ".holder")
     try:
         holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),

@@ -173,7 +173,7 @@ def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str 
         raise ExtensionBuildError(spec.name, e, kept) from None
     from .. import events
 
-    events.emit("extension_loaded", name=spec.name, kind=spec.kind, status=res.status)
+    events.emit(events.Event.EXTENSION_LOADED, name=spec.name, kind=spec.kind, status=res.status)
     if verbose:
         _verbose(spec.name, res)
     return mod, res
