@@ -14,7 +14,6 @@ import json
 import os
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,35 +24,50 @@ FORMAT = 3
 FILENAME = "manifest.json"
 
 
-@dataclass
 class Manifest:
-    """One entry's record. ``inputs`` are the level-1 inputs in clear text (for ``explain``)."""
+    """One entry's record. ``inputs`` are the level-1 inputs in clear text (for ``explain``).
 
-    name: str
-    key1: str
-    entry_id: str
-    identity: str  # per-build nonce compiled into the binary, read back after dlopen
-    so_name: str
-    so_sha256: str
-    so_size: int
-    schemas: dict[str, str | None]  # exported type schema per function, read from the binary
-    inputs: dict = field(default_factory=dict)
-    deps: list[dict] = field(default_factory=list)  # {"path" (anchored), "xxh3", "stat"}
-    absent: list[str] = field(default_factory=list)  # anchored paths that must stay absent
-    skey: str = ""  # toolchain-free source key (fleet index)
-    build_seconds: float = 0.0
-    host: str = ""
-    created: str = ""
-    reason: str = ""
-    format: int = FORMAT
-    prebuilt: dict | None = None  # set in relocatable (artifact root / fleet) copies
-    external_deps: dict | None = None  # {"count", "digest"} of deps dropped by relocation
-    origin: str = ""  # "" (built here) | "remote:<redacted url>"
-    kind: str = DEFAULT_KIND  # KernelSpec.kind: how the binary is admitted (kernelcache/kinds/)
-    # What a torch-kind binary exports, computed in a subprocess right after it was built
-    # (module functions, classes and their attributes; ops a library registers). Bound to the
-    # binary by so_sha256; the loaded module must show the same surface.
-    surface: dict | None = None
+    A plain class, not a dataclass: every hit reads one, and ``@dataclass`` creates a class of
+    this size through ``exec`` at import (~2 ms of a fresh process's first load)."""
+
+    def __init__(
+        self, name: str, key1: str, entry_id: str,
+        identity: str,  # per-build nonce compiled into the binary, read back after dlopen
+        so_name: str, so_sha256: str, so_size: int,
+        schemas: dict[str, str | None],  # exported type schema per function, read from the binary
+        inputs: dict | None = None,
+        deps: list[dict] | None = None,  # {"path" (anchored), "xxh3", "stat"}
+        absent: list[str] | None = None,  # anchored paths that must stay absent
+        skey: str = "",  # toolchain-free source key (fleet index)
+        build_seconds: float = 0.0, host: str = "", created: str = "", reason: str = "",
+        format: int = FORMAT,
+        prebuilt: dict | None = None,  # set in relocatable (artifact root / fleet) copies
+        external_deps: dict | None = None,  # {"count", "digest"} of deps dropped by relocation
+        origin: str = "",  # "" (built here) | "remote:<redacted url>"
+        kind: str = DEFAULT_KIND,  # KernelSpec.kind: how the binary is admitted (kernelcache/kinds/)
+        # What a torch-kind binary exports, computed in a subprocess right after it was built
+        # (module functions, classes and their attributes; ops a library registers). Bound to the
+        # binary by so_sha256; the loaded module must show the same surface.
+        surface: dict | None = None,
+    ) -> None:
+        self.name, self.key1, self.entry_id, self.identity = name, key1, entry_id, identity
+        self.so_name, self.so_sha256, self.so_size, self.schemas = so_name, so_sha256, so_size, schemas
+        self.inputs = {} if inputs is None else inputs
+        self.deps = [] if deps is None else deps
+        self.absent = [] if absent is None else absent
+        self.skey, self.build_seconds, self.host, self.created = skey, build_seconds, host, created
+        self.reason, self.format, self.prebuilt, self.external_deps = reason, format, prebuilt, external_deps
+        self.origin, self.kind, self.surface = origin, kind, surface
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in FIELDS)
+
+    __hash__ = None  # type: ignore[assignment] - mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        return "Manifest(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in FIELDS) + ")"
 
     # -- (de)serialisation ---------------------------------------------------------------------
     @classmethod
@@ -61,7 +75,7 @@ class Manifest:
         """A manifest from parsed JSON; None when required fields are missing or mistyped."""
         if not isinstance(data, dict):
             return None
-        known = {f.name for f in fields(cls)}
+        known = set(FIELDS)
         try:
             m = cls(**{k: v for k, v in data.items() if k in known})
         except TypeError:
@@ -75,7 +89,7 @@ class Manifest:
         return m
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = {f: copy.deepcopy(getattr(self, f)) for f in FIELDS}  # as dataclasses.asdict did
         for opt in ("prebuilt", "external_deps"):
             if d[opt] is None:
                 d.pop(opt)
@@ -127,6 +141,11 @@ class Manifest:
                       "built": utc_now()}
         m.host = ""
         return m
+
+
+FIELDS = ("name", "key1", "entry_id", "identity", "so_name", "so_sha256", "so_size", "schemas", "inputs", "deps",
+          "absent", "skey", "build_seconds", "host", "created", "reason", "format", "prebuilt", "external_deps",
+          "origin", "kind", "surface")
 
 
 def utc_now() -> str:

@@ -6,8 +6,8 @@ anchors) and executed by the builder, so what is keyed is exactly what runs.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from . import gpu, toolchain
 from .settings import Settings
@@ -22,31 +22,51 @@ BASE_CUDAFLAGS = ["-Xcompiler", "-fPIC", "-std=c++17", "-O2", "-DTVM_FFI_DLL_EXP
 IDENTITY_SYMBOL = "__kernelcache_identity"
 
 
-@dataclass
 class SourceStep:
-    rel: str  # id relative to root (or absolute when outside root)
-    path: str  # absolute realpath
-    lang: str  # "cxx" | "c" | "cuda"
-    obj: str  # object file name inside the build dir
+    """One source's compile step (plain classes here: the plan is made on every load's path,
+    and ``@dataclass`` creates each class through ``exec`` at import, ~0.5 ms a class)."""
+
+    __slots__ = ("rel", "path", "lang", "obj")
+
+    def __init__(self, rel: str, path: str, lang: str, obj: str) -> None:
+        self.rel = rel  # id relative to root (or absolute when outside root)
+        self.path = path  # absolute realpath
+        self.lang = lang  # "cxx" | "c" | "cuda"
+        self.obj = obj  # object file name inside the build dir
+
+    def __repr__(self) -> str:
+        return f"SourceStep(rel={self.rel!r}, path={self.path!r}, lang={self.lang!r}, obj={self.obj!r})"
 
 
-@dataclass
 class BuildPlan:
-    spec: KernelSpec
-    sources: list[SourceStep]
-    cxx: str
-    nvcc: str | None
-    cxx_flags: list[str]
-    cuda_flags: list[str]
-    ld_flags: list[str]
-    include_dirs: list[str]  # search order, realpaths (for absent probes)
-    archs: tuple[str, ...]
-    tools: dict[str, dict] = field(default_factory=dict)
-    cc: str | None = None  # C compiler, for .c sources (compiled as C, like tvm-ffi does)
-    c_flags: list[str] = field(default_factory=list)
-    so_name: str = ""  # the output file (the kind's: ``<name>.so``, or ``<name>`` for an executable)
-    shared: bool = True  # linked -shared (the kind's fact)
-    kind_inputs: dict[str, str] = field(default_factory=dict)  # what the kind adds to the keys
+    """Everything a build of one spec runs: steps, tools, flags (a plain class: see SourceStep)."""
+
+    __slots__ = ("spec", "sources", "cxx", "nvcc", "cxx_flags", "cuda_flags", "ld_flags", "_include_dirs",
+                 "archs", "tools", "cc", "c_flags", "so_name", "shared", "kind_inputs")
+
+    def __init__(self, spec: KernelSpec, sources: list[SourceStep], cxx: str, nvcc: str | None,
+                 cxx_flags: list[str], cuda_flags: list[str], ld_flags: list[str],
+                 include_dirs: list[str] | Callable[[], list[str]],
+                 archs: tuple[str, ...], tools: dict[str, dict] | None = None, cc: str | None = None,
+                 c_flags: list[str] | None = None, so_name: str = "", shared: bool = True,
+                 kind_inputs: dict[str, str] | None = None) -> None:
+        self.spec, self.sources, self.cxx, self.nvcc = spec, sources, cxx, nvcc
+        self.cxx_flags, self.cuda_flags, self.ld_flags = cxx_flags, cuda_flags, ld_flags
+        self._include_dirs = include_dirs  # a list, or how to make it (only a build reads it)
+        self.archs = archs
+        self.tools = {} if tools is None else tools
+        self.cc = cc  # C compiler, for .c sources (compiled as C, like tvm-ffi does)
+        self.c_flags = [] if c_flags is None else c_flags
+        self.so_name = so_name  # the output file (the kind's: ``<name>.so``, or ``<name>`` for an executable)
+        self.shared = shared  # linked -shared (the kind's fact)
+        self.kind_inputs = {} if kind_inputs is None else kind_inputs  # what the kind adds to the keys
+
+    @property
+    def include_dirs(self) -> list[str]:
+        """Include directories in search order, realpaths: the absent-header probes of a build."""
+        if callable(self._include_dirs):
+            self._include_dirs = self._include_dirs()
+        return self._include_dirs
 
     def compile_argv(self, step: SourceStep, build_dir: str) -> list[str]:
         obj = os.path.join(build_dir, step.obj)
@@ -172,7 +192,9 @@ def verbatim_plan(spec: KernelSpec, settings: Settings, so_name: str, shared: bo
     cxx = os.path.realpath(toolchain.find_cxx())
     tools = {"cxx": toolchain.tool_identity(cxx, memo)}
     steps = _steps(spec)
-    include_dirs = _resolve_dirs(spec, spec.include_dirs) + _resolve_dirs(spec, spec.system_include_dirs)
+    def include_dirs() -> list[str]:  # resolved by a build only: a hit never reads them
+        return _resolve_dirs(spec, spec.include_dirs) + _resolve_dirs(spec, spec.system_include_dirs)
+
     nvcc, archs = None, ()
     if any(st.lang == "cuda" for st in steps):
         nvcc = os.path.join(toolchain.find_cuda_home(), "bin", "nvcc")

@@ -15,19 +15,21 @@ The link libraries mirror ``generate_ninja_build_for_op`` (version-gated: ``_gat
 from __future__ import annotations
 
 import os
-import shlex
-from dataclasses import dataclass
 from typing import Any
 
+from ..records import FrozenRecord
 
-@dataclass(frozen=True)
-class CommandLines:
+
+class CommandLines(FrozenRecord):
+    """One module's lines (a FrozenRecord, not a dataclass: made on every routed load's path)."""
+
     cflags: tuple[str, ...]
     cuda_cflags: tuple[str, ...]
     ldflags: tuple[str, ...]
     include_dirs: tuple[str, ...]  # -I / -isystem directories, in search order (absent-header probes)
     cuda_home: str
     archs: tuple[str, ...]  # the module's own gencode set ("9.0a"): what entries are checked against
+    _FIELDS = ("cflags", "cuda_cflags", "ldflags", "include_dirs", "cuda_home", "archs")
 
 
 _SHELL = frozenset("'\"\\$`")  # what only a shell split reads right (after $cuda_home is put in)
@@ -43,7 +45,12 @@ def _expand(flags: list[str], common: list[str], cuda_home: str) -> list[str]:
         items = common if flag == "$common_cflags" else [flag]
         for item in items:
             item = item.replace("$cuda_home", cuda_home)
-            out.extend(shlex.split(item) if _SHELL.intersection(item) else item.split())
+            if _SHELL.intersection(item):
+                import shlex  # rare (quotes, escapes): not imported on the common path
+
+                out.extend(shlex.split(item))
+            else:
+                out.extend(item.split())
     return out
 
 
