@@ -94,7 +94,8 @@ def test_a_builder_killed_mid_link_leaves_nothing_loadable(fi: FiEnv) -> None:
     deadline = time.monotonic() + HANG_S
     while fi.links() == before:
         assert p.poll() is None, p.communicate()
-        assert time.monotonic() < deadline, "no link step started"
+        if time.monotonic() > deadline:  # only stops a hung test
+            raise AssertionError("no link step started")
         time.sleep(0.05)
     os.killpg(p.pid, signal.SIGKILL)
     p.communicate(timeout=60)  # reaps it and closes its pipes
