@@ -32,7 +32,8 @@ int main() { return static_cast<int>(value & 1); }
 """
 FLAGS = ["-fconstexpr-loop-limit=2147483647", "-fconstexpr-ops-limit=4611686018427387904"]
 BUILD = r"""
-import sys
+import faulthandler, signal, sys
+faulthandler.register(signal.SIGUSR1)  # a hung run: the test asks for every thread's stack
 from kernelcache import cpp_extension
 cpp_extension.load("kc_interrupted", [sys.argv[1]], extra_cflags=sys.argv[2:], is_python_module=False,
                    is_standalone=True)
@@ -65,6 +66,24 @@ def _wait_for(pred, what: str, limit: float = HANG_S) -> None:
         time.sleep(0.1)
 
 
+def _hung_report(proc: subprocess.Popen, marker: str) -> str:
+    """What a run that did not end left: the Python process's stacks and the processes still
+    running (killed by pid here, so the pipes they may hold close and the output can be read)."""
+    alive = proc.poll() is None
+    if alive:
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(2)
+    left = _procs_naming(marker)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.kill()
+    _, err = proc.communicate(timeout=60)
+    return f"the interrupted build did not end (python alive: {alive}); still running: {left}\n{err[-6000:]}"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_python_mid_compile_leaves_no_ninja_or_compiler_running(torch_env, sig):
     work = torch_env.tmp / f"interrupt-{sig.name}"
@@ -81,7 +100,10 @@ def test_a_signal_to_python_mid_compile_leaves_no_ninja_or_compiler_running(torc
         running = _procs_naming(marker)
         assert any("ninja" in c for c in running.values()), running
         os.kill(proc.pid, sig)  # the Python process only, not its group
-        _, err = proc.communicate(timeout=HANG_S)
+        try:
+            _, err = proc.communicate(timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(_hung_report(proc, marker)) from None
         assert proc.returncode != 0
         if sig == signal.SIGINT:
             assert "KeyboardInterrupt" in err
