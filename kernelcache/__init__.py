@@ -98,7 +98,12 @@ def __getattr__(name: str) -> Any:
 
 def _arm_patches() -> None:
     """KERNELCACHE_PATCH=tvm_ffi,torch (or KERNELCACHE_PATCH_TVM_FFI=1): install each drop-in once
-    its target is imported (kernelcache.patch). A dict lookup when unset."""
+    its target is imported (kernelcache.patch). Two dict lookups when unset: the settings module
+    is not imported by ``import kernelcache`` (a warm recalled load never needs it)."""
+    from .environ import patch_mentioned
+
+    if not patch_mentioned():
+        return
     from .settings import patch_requested
 
     chosen = patch_requested()

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import kinds, process_state, validate
+from . import kinds, process_state, recall, validate
 from .spec import KernelSpec
 from .storage.entry import Entry
 from .storage.local import LocalStore
@@ -21,9 +21,10 @@ from .storage.local import LocalStore
 class _ProcessState:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.modules: dict[tuple[str, str], Any] = {}  # (entry dir, entry id) -> tvm_ffi.Module
+        # shared with kernelcache.recall, which hands out the same module objects without the loader
+        self.modules: dict[tuple[str, str], Any] = recall.MODULES  # (entry dir, entry id) -> module
         self.verified_sha: set[str] = set()
-        self.dlopened: dict[str, int] = {}  # path -> inode dlopen'ed from that path
+        self.dlopened: dict[str, int] = recall.DLOPENED  # path -> inode dlopen'ed from that path
         self.name_locks: dict[str, threading.Lock] = {}
 
 

@@ -176,7 +176,7 @@ class HitRecord:
         """
         refreshed: dict[str, list[int]] = {}
         n_checked = self.dep_paths.count(b"\0")
-        why = self._verify(_resolved(self.dep_paths, anchors), 0, refreshed)
+        why = self._verify(resolved(self.dep_paths, anchors), 0, refreshed)
         if why is not None:
             return DepCheck(False, why)
         n_stat, n_trusted, retrust, tpaths, start = n_checked, 0, False, None, n_checked
@@ -188,7 +188,7 @@ class HitRecord:
             retrust = retrust or moved
             if moved or strict:
                 if tpaths is None:
-                    tpaths = _resolved(self.trusted_paths, anchors)
+                    tpaths = resolved(self.trusted_paths, anchors)
                 why = self._verify(tpaths[start - n_checked:start - n_checked + count], start, refreshed)
                 if why is not None:
                     return DepCheck(False, why)
@@ -198,7 +198,7 @@ class HitRecord:
             start += count
         if self.absent_blob:
             exists = os.path.exists
-            for i, p in enumerate(_resolved(self.absent_blob, anchors)):
+            for i, p in enumerate(resolved(self.absent_blob, anchors)):
                 if exists(p):
                     name = os.fsdecode(self.absent_blob.split(b"\0")[i + 1])
                     return DepCheck(False, f"new header {name} shadows the one used before")
@@ -264,7 +264,7 @@ class HitRecord:
 
 def _stat_of(anchored: str, anchors: list[tuple[str, str]]) -> tuple[int, ...] | None:
     try:
-        return tuple(stat_fields(os.stat(_resolved(b"\0" + os.fsencode(anchored), anchors)[0])))
+        return tuple(stat_fields(os.stat(resolved(b"\0" + os.fsencode(anchored), anchors)[0])))
     except OSError:
         return None
 
@@ -283,7 +283,7 @@ def _trusted_groups(names: list[str]) -> list:
     return installed.trust(names, lambda n: resolve_anchor(n, pairs), lambda p: anchor_path(p, pairs))
 
 
-def _resolved(blob: bytes, anchors: list[tuple[str, str]]) -> list[bytes]:
+def resolved(blob: bytes, anchors: list[tuple[str, str]]) -> list[bytes]:
     """Absolute paths: each anchor is replaced where a path starts (after its b"\\0")."""
     if not blob:
         return []

@@ -218,6 +218,7 @@ def _human(event: str, f: dict) -> str:
 
 def stats() -> dict[str, Any]:
     """Counters of this process: hits, misses (by reason), builds, waits, remote; and per kernel."""
+    _replay_recalled()
     with _lock:
         kernels = {}
         for name in sorted(set(_per_kernel) | set(_per_kernel_reasons)):
@@ -260,3 +261,17 @@ def reset_stats() -> None:
 
 
 process_state.register("events.counters", reset_stats)
+
+
+def _replay_recalled() -> None:
+    """Hits ``kernelcache.recall`` served while this module was not imported (a recalled load
+    does not import it), counted now as the hits they were. Looked up in ``sys.modules``: if
+    recall was never imported, it holds none (and recall imports this module, not the reverse)."""
+    recall = sys.modules.get(__package__ + ".recall")
+    pending = getattr(recall, "UNREPORTED", None)
+    while pending:
+        name, eid = pending.pop(0)
+        emit(Event.HIT, name=name, entry=eid, recalled=True)
+
+
+_replay_recalled()

@@ -16,6 +16,8 @@ Under ``<dir>/v1``::
     quarantine/<entry_id>.<time>.<rand>/     rejected entries, kept for post-mortems
     trash/                                   evicted entries before deletion
     toolchain/                               on-disk memo of tool identities
+    recall/<digest>                          recalled drop-in calls (kernelcache.recall spells it
+                                             too: it cannot afford to import this module)
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ QUARANTINE = "quarantine"  # where rejected entries go (also the EntryInfo.area 
 USED = "used"  # touched on every hit: LRU order for prune, newest-first candidate order
 DEPSTAT = "depstat.json"  # re-validated dependency stats (a later process trusts them unhashed)
 RECENT = ".recent"  # in a key directory: the entry id of the last hit (tried first)
+RECALL = "recall"  # under the root: one file per recalled drop-in call (kernelcache.recall.DIRNAME)
 
 
 class Layout:
@@ -74,6 +77,10 @@ class Layout:
     @property
     def quarantine(self) -> Path:
         return self.root / QUARANTINE
+
+    @property
+    def recall(self) -> Path:
+        return self.root / RECALL
 
     @property
     def trash(self) -> Path:

@@ -294,13 +294,22 @@ def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]
 
 
 # -- public API ----------------------------------------------------------------------------------
-def load_with_result(spec: KernelSpec, settings: Settings | None = None) -> tuple[Any, WarmResult]:
-    """Like load(), also returning what happened (hit/built/prebuilt/remote, seconds, reason)."""
+def load_with_result(spec: KernelSpec, settings: Settings | None = None, *,
+                     recall: str | None = None) -> tuple[Any, WarmResult]:
+    """Like load(), also returning what happened (hit/built/prebuilt/remote, seconds, reason).
+
+    ``recall``: a drop-in call's digest (``kernelcache.recall.digest``); the answer is recorded
+    under it so that the same call in a later process is recalled without the loader."""
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"kernelcache.load expects a KernelSpec, got {type(spec).__name__}")
     s = resolve(settings)
     with events.logging_to(s.log):
-        return _pipeline(spec, s)
+        mod, res = _pipeline(spec, s)
+    if recall is not None:
+        from . import recall_write  # a full load only: never on a recalled one
+
+        recall_write.remember(recall, spec, s, res.status, res.entry_path)
+    return mod, res
 
 
 def load(spec: KernelSpec, settings: Settings | None = None) -> Any:

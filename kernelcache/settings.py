@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .patch.names import parse as parse_patch
+from . import environ as raw_environ
 from .records import FrozenRecord
 
 if TYPE_CHECKING:
@@ -219,10 +220,7 @@ class Settings(FrozenRecord):
         env = os.environ if environ is None else environ
         kc = kc_environ(env)
         g = kc.get
-        if g("KERNELCACHE_DIR"):
-            cache = Path(g("KERNELCACHE_DIR", "")).expanduser()
-        else:
-            cache = Path(env.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "kernelcache"
+        cache = Path(raw_environ.cache_dir({**kc, **{k: env[k] for k in ("XDG_CACHE_HOME",) if k in env}}))
         lock = (Path(g("KERNELCACHE_LOCK_DIR", "")).expanduser() if g("KERNELCACHE_LOCK_DIR")
                 else default_lock_dir())
         jobs = (env.get("MAX_JOBS") or "").strip()

@@ -29,6 +29,7 @@ class TvmFfi(Kind):
     label = "tvm-ffi module"
     verbatim_flags = False  # tvm-ffi's base flags, include dir and library are added
     stamp_binary = False  # small binaries: re-hashed once per process
+    recall_load = "bind_now"  # as admit() below loads it
 
     def key_inputs(self) -> dict[str, str]:
         return {}

@@ -18,12 +18,19 @@ first good build are enforced on every later load. Semantics that differ on purp
 (``build_directory``, ``output``, ``keep_module_alive``, link-only builds, the metadata define)
 are in docs/tvm_ffi_dropin.md.
 
-Importing this module patches nothing and does not import tvm_ffi.
+Importing this module patches nothing and does not import tvm_ffi; it imports the two loading
+functions' front (``_front``: a call answered before is recalled without the loader) and the rest
+on first use.
 """
 from __future__ import annotations
 
-from ._api import build, build_inline, file_spec, inline_spec, load, load_inline
-from ._patch import install, install_if_requested, is_installed, uninstall
+from typing import TYPE_CHECKING, Any
+
+from ._front import load, load_inline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._api import build, build_inline, file_spec, inline_spec
+    from ._patch import install, install_if_requested, is_installed, uninstall
 
 __all__ = [
     "build",
@@ -37,3 +44,17 @@ __all__ = [
     "inline_spec",
     "file_spec",
 ]
+
+_LAZY = {"build": "_api", "build_inline": "_api", "inline_spec": "_api", "file_spec": "_api",
+         "install": "_patch", "uninstall": "_patch", "install_if_requested": "_patch", "is_installed": "_patch"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{where}", __name__), name)
+    globals()[name] = value
+    return value

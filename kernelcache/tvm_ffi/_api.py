@@ -38,22 +38,25 @@ _settings = _env.resolve  # the settings of one call: explicit, else installed/e
 
 
 # -- the core, through its public API -----------------------------------------------------------
-def _core(spec: KernelSpec, settings: "Settings", generated: Path | None) -> tuple[Any, Any]:
-    """Load through the cache; a failed or refused (no-build) call removes the sources it wrote."""
+def _core(spec: KernelSpec, settings: "Settings", generated: Path | None,
+          recall: str | None = None) -> tuple[Any, Any]:
+    """Load through the cache; a failed or refused (no-build) call removes the sources it wrote.
+    ``recall``: the call's digest (``_front``), under which the loader records its answer."""
     import kernelcache
 
     from ..dropin import generated as inline_sources
 
     try:
-        return kernelcache.load_with_result(spec, settings=settings)
+        return kernelcache.load_with_result(spec, settings=settings, recall=recall)
     except BaseException:
         if generated is not None:
             inline_sources.discard(generated)
         raise
 
 
-def _core_load(spec: KernelSpec, settings: "Settings", generated: Path | None = None) -> "Module":
-    return _core(spec, settings, generated)[0]
+def _core_load(spec: KernelSpec, settings: "Settings", generated: Path | None = None,
+               recall: str | None = None) -> "Module":
+    return _core(spec, settings, generated, recall)[0]
 
 
 def _core_build(spec: KernelSpec, settings: "Settings", generated: Path | None = None) -> Path:
@@ -262,6 +265,7 @@ def load_inline(
     keep_module_alive: bool = True,
     backend: str | None = None,
     settings: "Settings | None" = None,
+    _recall: str | None = None,
 ) -> "Module":
     """Build (or find in the cache), validate and load a module from inline C++/CUDA code.
 
@@ -283,7 +287,7 @@ def load_inline(
         path = _original("build_inline")(name, build_directory=build_directory, backend=backend, **common)
         return _load_module(path, keep_module_alive)
     spec, generated = _inline(name, settings=s, **common)
-    return _core_load(spec, s, generated)
+    return _core_load(spec, s, generated, _recall)
 
 
 def build(
@@ -337,6 +341,7 @@ def load(
     keep_module_alive: bool = True,
     backend: str | None = None,
     settings: "Settings | None" = None,
+    _recall: str | None = None,
 ) -> "Module":
     """Build (or find in the cache), validate and load a module from source files.
 
@@ -354,4 +359,4 @@ def load(
         path = _original("build")(name, build_directory=build_directory, backend=backend, **common)
         return _load_module(path, keep_module_alive)
     spec, generated = _files(name, settings=s, **common)
-    return _core_load(spec, s, generated)
+    return _core_load(spec, s, generated, _recall)

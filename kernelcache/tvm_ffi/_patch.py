@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..dropin.adapter import Adapter, routed
-from . import _api, _env
+from . import _api, _env, _front
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
@@ -30,7 +30,9 @@ def _modules() -> dict[str, Any]:
 
 def _replacement(name: str, settings: "Settings | None") -> Callable[..., Any]:
     # a base only: the call's own environment still applies (_env)
-    return routed(getattr(_api, name), _env.Installed(settings) if settings is not None else None)
+    # load/load_inline through their front: a routed call is recalled like a direct one
+    target = getattr(_front if name in ("load", "load_inline") else _api, name)
+    return routed(target, _env.Installed(settings) if settings is not None else None)
 
 
 def _saved(originals: dict[tuple[str, str], Any]) -> None:

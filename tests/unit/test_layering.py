@@ -36,7 +36,7 @@ def test_import_contracts_hold():
 def test_only_settings_reads_kernelcache_variables():
     offenders = []
     for path in _py_files():
-        if path.name == "settings.py" and path.parent == PKG:
+        if path.name in ("settings.py", "environ.py") and path.parent == PKG:  # environ.py: the raw facts
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             reads = []

@@ -65,3 +65,12 @@ def test_no_other_module_spells_the_layout():
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("v1/"):
                 spelled.append(f"{path.relative_to(PKG)}:{node.lineno}: {node.value!r}")
     assert not spelled, "\n".join(spelled)
+
+
+def test_recall_spells_its_directory_as_the_layout_does(tmp_path):
+    """kernelcache.recall cannot import the layout (a recalled load imports almost nothing), so
+    it repeats two words of it; they must stay the layout's."""
+    from kernelcache import layout, recall
+
+    assert (recall.DIRNAME, recall.LAYOUT_VERSION) == (layout.RECALL, layout.VERSION)
+    assert recall.memo_path("d" * 40, str(tmp_path)) == str(layout.Layout(tmp_path).recall / ("d" * 40))

@@ -1,0 +1,222 @@
+"""Recall: a warm drop-in call served without the loader, from what the last full load proved.
+
+Why: the first load of a fresh process is what every user of a JIT cache feels, and the full
+lookup (plan, toolchain facts, level-1 key, hit record, acceptance) imports ~30 modules and
+leaves ~3,000 new objects behind. Right after ``import torch`` (which ``import tvm_ffi`` does
+when torch is installed) a full garbage collection over torch's objects is pending and ~300 new
+objects set it off (~90 ms). This module is the whole warm path of a repeated call: it imports
+nothing beyond the standard modules tvm-ffi already imported, and keeps almost nothing alive.
+
+How it stays sound: after a full load accepted an entry for a call, ``kernelcache.recall_write``
+records, under a digest of the call (its arguments, the environment the full path reads, the
+working directory, this interpreter), the files whose state decided that answer, each with the
+stat the full path verified (size, mtime_ns, ctime_ns, inode: ctime cannot be set back, so an
+edit with a restored mtime moves it): the entry's binary and manifest, every dependency the hit
+record checks, the installed distributions it trusts, include paths that must stay absent, the
+compilers, tvm-ffi's library, the prebuilt roots' state and kernelcache's own key rules. A
+recalled call re-stats all of them; any difference, a missing file, an odd environment or a
+damaged memo sends the call down the full path, which decides and records again. Nothing
+here rehashes: bytes are the full path's job.
+"""
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+from array import array
+from typing import Any
+
+from . import environ
+
+FORMAT = 1
+# kernelcache.layout's RECALL and VERSION (not imported: ~60 objects; tests/unit asserts them equal)
+DIRNAME = "recall"
+LAYOUT_VERSION = "v1"
+# read by the full path when it plans a build (toolchain.ENV_ALLOWLIST and the drop-ins' call-time
+# variables): a different value may mean a different key, so it is part of the digest
+ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "NVCC_PREPEND_FLAGS",
+       "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDAHOSTCXX", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH",
+       "TVM_FFI_CUDA_ARCH_LIST", "TVM_FFI_GPU_BACKEND", "XDG_CACHE_HOME", "HOME", "FLASHINFER_WORKSPACE_BASE",
+       "FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH")
+# KERNELCACHE_* values under which the full path must decide every call
+_NEVER = ("KERNELCACHE_REBUILD", "KERNELCACHE_VERIFY_INSTALLED", "KERNELCACHE_NO_RECALL")
+_FALSE = ("", "0", "false", "no", "off")
+
+# What this process has loaded, shared with kernelcache.admit (one module object per entry).
+MODULES: dict[tuple[str, str], Any] = {}  # (entry dir, entry id) -> module
+DLOPENED: dict[str, int] = {}  # path -> inode dlopen mapped at that path
+UNREPORTED: list[tuple[str, str]] = []  # (kernel, entry id) recalled before kernelcache.events existed
+
+
+def memo_path(digest: str, base: str | None = None) -> str:
+    return os.path.join(base or environ.cache_dir(), LAYOUT_VERSION, DIRNAME, digest)
+
+
+def digest(kind: str, call: tuple) -> str | None:
+    """A digest of one call and everything around it the full path reads; None: never recalled
+    (a setting that asks for the full path, or arguments that are not plain data)."""
+    env = os.environ
+    kc = environ.kc_items(env)
+    for k, v in kc:
+        if k in _NEVER and v.strip().lower() not in _FALSE:
+            return None
+    try:
+        data = marshal.dumps((FORMAT, kind, call, tuple(kc), tuple(env.get(k) for k in ENV), os.getcwd(),
+                              os.uname()[1], sys.executable, sys.version, sys.byteorder), 2)  # version 2: no refcount-dependent refs
+    except (ValueError, OSError):
+        return None
+    import hashlib
+
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def _stats(paths: list[bytes]) -> array | None:
+    cur = array("q")
+    put, stat = cur.append, os.stat
+    try:
+        for p in paths:
+            st = stat(p)
+            put(st.st_size)
+            put(st.st_mtime_ns)
+            put(st.st_ctime_ns)
+            put(st.st_ino)
+    except OSError:
+        return None
+    return cur
+
+
+def _read(d: str) -> tuple | None:
+    try:
+        with open(memo_path(d), "rb") as f:
+            rec = marshal.loads(f.read())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if type(rec) is not tuple or len(rec) != 10 or rec[0] != FORMAT:
+        return None
+    return rec
+
+
+def holds(rec: tuple) -> bool:
+    """Does everything the recorded answer rests on still stand?"""
+    _fmt, _name, _eid, _edir, _so, _how, paths, stats, absent, stamp = rec
+    cur = _stats(paths.split(b"\0"))
+    if cur is None or cur.tobytes() != stats:
+        return False
+    exists = os.path.exists
+    if absent and any(exists(p) for p in absent.split(b"\0")):
+        return False
+    return stamp is None or stamp == distributions_stamp()
+
+
+def recall(d: str) -> Any:
+    """The module the full path gave the call with digest ``d`` last time, if that still holds;
+    else None (the caller takes the full path). Never raises for a bad or stale memo."""
+    rec = _read(d)
+    if rec is None or not holds(rec):
+        return None
+    name, eid, edir, so, how = rec[1], rec[2], rec[3], rec[4], rec[5]
+    mod = MODULES.get((edir, eid))
+    if mod is None:
+        try:
+            ino = os.stat(so).st_ino
+        except OSError:
+            return None
+        seen = DLOPENED.get(so)
+        if seen is not None and seen != ino:
+            return None  # dlopen caches that path for other bytes: the full path loads a private copy
+        try:
+            mod = _load(so, how)
+        except Exception:  # noqa: BLE001 - a module that does not load now: the full path judges it
+            return None
+        DLOPENED[so] = ino
+        MODULES[(edir, eid)] = mod
+    _used(edir)
+    _report(name, eid)
+    return mod
+
+
+def _load(so: str, how: str) -> Any:
+    import tvm_ffi
+
+    if how == "bind_now":  # as the tvm-ffi kind admits it: every symbol resolved now
+        import ctypes
+
+        ctypes.CDLL(so, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    return tvm_ffi.load_module(so)
+
+
+def _used(edir: str) -> None:
+    """The entry's LRU stamp (kernelcache.layout.USED), as a full hit touches it."""
+    p = os.path.join(edir, "used")
+    try:
+        os.utime(p)
+    except FileNotFoundError:
+        try:
+            open(p, "ab").close()
+        except OSError:
+            pass
+    except OSError:
+        pass
+
+
+def _report(name: str, eid: str) -> None:
+    """A recalled load is a hit: counted by kernelcache.events when that is loaded (by the
+    loader, a listener, a log target), else remembered until it is (it counts them on import and
+    in ``stats()``; it never imports this module, which is why it looks in ``sys.modules``)."""
+    events = sys.modules.get("kernelcache.events")
+    if events is None and environ.log_requested():
+        from . import events
+    if events is None:
+        UNREPORTED.append((name, eid))
+        return
+    events.emit(events.Event.HIT, name=name, entry=eid, recalled=True)
+
+
+def distributions_stamp() -> tuple:
+    """Per ``sys.path`` entry, what installing, removing or reinstalling a distribution changes
+    (the key of the companion wheels' prebuilt roots, ``kernelcache.storage.prebuilt``).
+
+    An install directory: its mtime (pip adds, removes or replaces a ``*.dist-info`` directory
+    in it; writing files deeper down does not move it). The working directory (``''`` or the
+    cwd itself, where scripts write files all the time): the names and mtimes of the
+    ``*.dist-info``/``*.egg-info`` directories in it, which is all ``importlib.metadata`` reads
+    there. A missing entry is part of the stamp too (it may appear later).
+    """
+    cwd = os.getcwd()
+    stamp = []
+    for p in sys.path:
+        d = p or cwd
+        try:
+            if os.path.abspath(d) != cwd:
+                stamp.append((p, os.stat(d).st_mtime_ns))
+                continue
+            metas = []
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.name.endswith((".dist-info", ".egg-info")):
+                        metas.append((e.name, e.stat().st_mtime_ns))
+            stamp.append((p, tuple(sorted(metas))))
+        except OSError:
+            stamp.append((p, None))
+    return tuple(stamp)
+
+
+def write(d: str, rec: tuple, base: str | None = None) -> None:
+    """Publish a memo atomically (best effort: a memo that cannot be written only costs speed)."""
+    path = memo_path(d, base)
+    tmp = f"{path}.{os.getpid()}.{os.urandom(3).hex()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(marshal.dumps(rec, 2))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def forget() -> None:
+    """Forget this process's loaded modules (``process_state``; admit shares these dicts)."""
+    MODULES.clear()

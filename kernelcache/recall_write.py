@@ -1,0 +1,163 @@
+"""What a recalled call must re-check: gathered after a full load accepted an entry.
+
+The full path (``kernelcache.loader``) decided which entry answers a call from the call's inputs
+and the state of a set of files. ``remember`` writes that set, each file with the stat the full
+path verified, so that ``kernelcache.recall`` can answer the same call in a later process by
+re-stating them. It records nothing it did not verify: a file whose stat moved since the hit
+record's check, a source whose bytes are not the key's, or a tool that is not the key's makes it
+record nothing (that process's next call takes the full path again). Calls whose answer depends on
+something a stat cannot witness are never recorded: an arch taken from the visible GPUs,
+``-march=native``, entries from prebuilt roots or the fleet (checked against the installation,
+not by stats), settings given as an object rather than by the environment.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+from . import deprecord, kinds, recall, toolchain
+from .anchors import anchors_for
+from .events import Status
+from .layout import Layout
+from .manifest import FILENAME as MANIFEST
+from .settings import Settings
+from .spec import KernelSpec
+from .storage import prebuilt
+
+# kernelcache's own rules for keys and records: a changed installation of kernelcache (an upgrade,
+# an edited checkout) must not answer with what an older rule decided
+_RULES = ("level1.py", "key.py", "deprecord.py", "anchors.py", "recall.py", "plan.py", "installed.py")
+
+
+class _Witnesses:
+    """Paths with the stat each must still have, and paths that must stay absent."""
+
+    def __init__(self) -> None:
+        self.paths: list[bytes] = []
+        self.stats: list[int] = []
+        self.absent: list[bytes] = []
+
+    def add(self, path: str | bytes, expected: list[int] | tuple[int, ...] | None = None) -> bool:
+        """Record ``path`` at its current stat; with ``expected``, only if that is still it."""
+        try:
+            st = deprecord.stat_fields(os.stat(path))
+        except OSError:
+            return False
+        if expected is not None and list(expected) != st:
+            return False
+        self.paths.append(os.fsencode(path))
+        self.stats.extend(st)
+        return True
+
+    def must_stay_absent(self, path: str | bytes) -> bool:
+        if os.path.exists(path):
+            return False
+        self.absent.append(os.fsencode(path))
+        return True
+
+    def on_path(self, name: str, found: str) -> bool:
+        """A tool ``name`` found at ``found``: that file, and (a bare name, looked up on PATH) no
+        same-named file earlier on PATH."""
+        if os.path.dirname(name):
+            return self.add(found)
+        for d in (os.environ.get("PATH") or "").split(os.pathsep):
+            cand = os.path.join(d or ".", name)
+            if os.path.abspath(cand) == os.path.abspath(found):
+                return self.add(found)
+            if not self.must_stay_absent(cand):
+                return False
+        return self.add(found)
+
+
+def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: Status, entry_path: str) -> bool:
+    """Record the answer of the call with ``digest`` (best effort). Returns whether it did."""
+    how = kinds.of(spec.kind).recall_load
+    if digest is None or how is None or status not in (Status.HIT, Status.BUILT):
+        return False
+    if settings.rebuild or settings.verify_installed or (spec.is_cuda and not settings.cuda_arch):
+        return False
+    if any("native" in f for f in (*spec.cflags, *spec.cuda_cflags)):
+        return False
+    try:
+        w = _witnesses(spec, settings, Path(entry_path))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if w is None:
+        return False
+    head = w[1]
+    rec = (recall.FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
+           b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.distributions_stamp())
+    recall.write(digest, rec, str(settings.cache_dir))
+    return True
+
+
+def _packed(stats: list[int]) -> bytes:
+    from array import array
+
+    return array("q", stats).tobytes()
+
+
+def _witnesses(spec: KernelSpec, settings: Settings, edir: Path):
+    rec = deprecord.load(edir, MANIFEST)
+    if rec is None:
+        return None
+    from .manifest import Manifest
+
+    head = Manifest.from_dict(rec.head)
+    if head is None:
+        return None
+    w = _Witnesses()
+    so = edir / head.so_name
+    if not (w.add(so) and w.add(edir / MANIFEST) and w.add(edir / deprecord.FILENAME)):
+        return None
+    plan = kinds.make_plan(spec, settings)
+    anchors = anchors_for(plan)
+    # every dependency the hit record checks, at the stat it verified
+    checked = deprecord.resolved(rec.dep_paths, anchors)
+    for i, p in enumerate(checked):
+        if not w.add(p, rec.stats[i * 4:(i + 1) * 4].tolist()):
+            return None
+    for record, stat, _label, _count, root, root_stat in rec.groups:  # trusted distributions
+        for anchored, expected in ((record, stat), (root, root_stat)):
+            path = deprecord.resolved(b"\0" + os.fsencode(anchored), anchors)[0]
+            if not w.add(path, expected):
+                return None
+    for p in deprecord.resolved(rec.absent_blob, anchors):
+        if not w.must_stay_absent(p):
+            return None
+    # the sources, by the key's bytes (stat, hash, stat: a source written meanwhile is not recorded)
+    hashes = head.inputs.get("sources") or {}
+    for rel, path in zip(spec.sources, spec.source_paths()):
+        before = deprecord.stat_fields(os.stat(path))
+        with open(path, "rb") as f:
+            if hashlib.sha256(f.read()).hexdigest() != hashes.get(rel):
+                return None
+        if not w.add(path, before):
+            return None
+    # the tools the key names, found where the full path would find them
+    tools = head.inputs.get("tools") or {}
+    for label, fact in plan.tools.items():
+        if tools.get(label, {}).get("mtime_ns") != fact["mtime_ns"] or not w.add(fact["path"]):
+            return None
+    for name in (os.environ.get("CXX") or "c++", os.environ.get("CC") or "cc", "g++"):
+        found = shutil.which(name)
+        if found and not w.on_path(name, found):
+            return None
+    tvm = toolchain.tvm_ffi_paths(settings.memo_dir)
+    if not (w.add(tvm.lib_path) and w.add(tvm.package_dir) and w.add(os.path.dirname(tvm.package_dir))):
+        return None
+    # no prebuilt root answers first (their discovery is witnessed by the distributions stamp)
+    for root in prebuilt.roots(settings):
+        kdir = Layout(root).kernel_dir(spec.name)
+        if os.path.exists(kdir):
+            if not w.add(kdir):
+                return None
+        elif not w.must_stay_absent(kdir):
+            return None
+    here = os.path.dirname(os.path.abspath(recall.__file__))
+    for rule in _RULES:
+        if not w.add(os.path.join(here, rule)):
+            return None
+    return w, head

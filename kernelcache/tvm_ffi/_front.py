@@ -1,0 +1,98 @@
+"""``load_inline`` / ``load``: a call the cache answered before is recalled here; every other
+call (and any ``settings=``) takes the full path in :mod:`._api`.
+
+Why a module of its own: ``import kernelcache.tvm_ffi`` and the first warm load of a process
+import only this and :mod:`kernelcache.recall` (benchmarks/bench_dropin_import.py); the argument
+handling, the loader and the toolchain are imported when a call is not recalled.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .. import recall
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tvm_ffi import Module
+
+    from ..settings import Settings
+
+
+def load_inline(
+    name: str,
+    *,
+    cpp_sources: Sequence[str] | str | None = None,
+    cuda_sources: Sequence[str] | str | None = None,
+    functions: Mapping[str, str] | Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    embed_cubin: Mapping[str, bytes] | None = None,
+    keep_module_alive: bool = True,
+    backend: str | None = None,
+    settings: "Settings | None" = None,
+) -> "Module":
+    """Build (or find in the cache), validate and load a module from inline C++/CUDA code.
+
+    Same arguments and result as ``tvm_ffi.cpp.load_inline`` (see :func:`._api.load_inline`).
+    """
+    d = None
+    if settings is None and not _links_objects(extra_ldflags):
+        d = recall.digest("tvm_ffi.load_inline", (name, cpp_sources, cuda_sources, functions, extra_cflags,
+                                                  extra_cuda_cflags, extra_ldflags, extra_include_paths,
+                                                  embed_cubin, backend))
+        mod = recall.recall(d) if d is not None else None
+        if mod is not None:
+            return mod
+    from . import _api
+
+    return _api.load_inline(name, cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
+                            extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+                            extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
+                            build_directory=build_directory, embed_cubin=embed_cubin,
+                            keep_module_alive=keep_module_alive, backend=backend, settings=settings, _recall=d)
+
+
+def load(
+    name: str,
+    *,
+    sources: Sequence[str] | str | None = None,
+    cpp_files: Sequence[str] | str | None = None,
+    cuda_files: Sequence[str] | str | None = None,
+    extra_cflags: Sequence[str] | None = None,
+    extra_cuda_cflags: Sequence[str] | None = None,
+    extra_ldflags: Sequence[str] | None = None,
+    extra_include_paths: Sequence[str] | None = None,
+    build_directory: str | None = None,
+    keep_module_alive: bool = True,
+    backend: str | None = None,
+    settings: "Settings | None" = None,
+) -> "Module":
+    """Build (or find in the cache), validate and load a module from source files.
+
+    Same arguments and result as ``tvm_ffi.cpp.load`` (see :func:`._api.load`).
+    """
+    d = None
+    if settings is None and not _links_objects(sources, cpp_files, cuda_files, extra_ldflags):
+        d = recall.digest("tvm_ffi.load", (name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags,
+                                           extra_ldflags, extra_include_paths, backend))
+        mod = recall.recall(d) if d is not None else None
+        if mod is not None:
+            return mod
+    from . import _api
+
+    return _api.load(name, sources=sources, cpp_files=cpp_files, cuda_files=cuda_files, extra_cflags=extra_cflags,
+                     extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                     extra_include_paths=extra_include_paths, build_directory=build_directory,
+                     keep_module_alive=keep_module_alive, backend=backend, settings=settings, _recall=d)
+
+
+def _links_objects(*groups: Any) -> bool:
+    """Object files and archives (inputs, or named in the link flags) are linked in by their
+    bytes, which the full path hashes on each call; such a call is never recalled."""
+    for g in groups:
+        for p in ([g] if isinstance(g, str) else g or ()):
+            if str(p).lower().endswith((".o", ".obj", ".a")):
+                return True
+    return False
