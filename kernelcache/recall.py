@@ -52,16 +52,18 @@ def memo_path(digest: str, base: str | None = None) -> str:
     return os.path.join(base or environ.cache_dir(), LAYOUT_VERSION, DIRNAME, digest)
 
 
-def digest(kind: str, call: tuple) -> str | None:
+def digest(kind: str, call: tuple, env_prefix: str | None = None) -> str | None:
     """A digest of one call and everything around it the full path reads; None: never recalled
-    (a setting that asks for the full path, or arguments that are not plain data)."""
+    (a setting that asks for the full path, or arguments that are not plain data).
+    ``env_prefix``: the foreign JIT's own variables (``FLASHINFER_``), all of them part of it."""
     env = os.environ
     kc = environ.kc_items(env)
     for k, v in kc:
         if k in _NEVER and v.strip().lower() not in _FALSE:
             return None
+    own = sorted((k, env[k]) for k in env if k.startswith(env_prefix)) if env_prefix else ()
     try:
-        data = marshal.dumps((FORMAT, kind, call, tuple(kc), tuple(env.get(k) for k in ENV), os.getcwd(),
+        data = marshal.dumps((FORMAT, kind, call, tuple(kc), tuple(own), tuple(env.get(k) for k in ENV), os.getcwd(),
                               os.uname()[1], sys.executable, sys.version, sys.byteorder), 2)  # version 2: no refcount-dependent refs
     except (ValueError, OSError):
         return None
@@ -111,6 +113,12 @@ def holds(rec: tuple) -> bool:
 def recall(d: str) -> Any:
     """The module the full path gave the call with digest ``d`` last time, if that still holds;
     else None (the caller takes the full path). Never raises for a bad or stale memo."""
+    got = recall_entry(d)
+    return None if got is None else got[0]
+
+
+def recall_entry(d: str) -> tuple[Any, str] | None:
+    """``recall`` with the path of the entry's binary: (module, path) or None."""
     rec = _read(d)
     if rec is None or not holds(rec):
         return None
@@ -132,7 +140,7 @@ def recall(d: str) -> Any:
         MODULES[(edir, eid)] = mod
     _used(edir)
     _report(name, eid)
-    return mod
+    return mod, so
 
 
 def _load(so: str, how: str) -> Any:

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import deprecord, kinds, recall, toolchain
 from .anchors import anchors_for
 from .events import Status
-from .layout import Layout
+from .layout import BUILT, Layout
 from .manifest import FILENAME as MANIFEST
 from .settings import Settings
 from .spec import KernelSpec
@@ -79,6 +79,9 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
     if settings.rebuild or settings.verify_installed or (spec.is_cuda and not settings.cuda_arch):
         return False
     if any("native" in f for f in (*spec.cflags, *spec.cuda_cflags)):
+        return False
+    built = str(Layout(settings.cache_dir).area(BUILT))
+    if not entry_path.startswith(built + os.sep):  # fetched from the fleet: checked against the installation
         return False
     try:
         w = _witnesses(spec, settings, Path(entry_path))

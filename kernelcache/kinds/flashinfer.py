@@ -56,6 +56,7 @@ class FlashInferModule(TvmFfi):
     label = "FlashInfer JIT module"
     report_label = "flashinfer"
     verbatim_flags = True
+    recall_load = "lazy"  # as admit() below loads it (a local entry carries no version label)
 
     def key_inputs(self) -> dict[str, str]:
         return {"kind": self.name}

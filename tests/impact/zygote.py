@@ -22,11 +22,10 @@ def _child(req: dict) -> None:
     for k in [k for k in os.environ if k.startswith(("KERNELCACHE_", "PYTEST_"))]:
         del os.environ[k]
     os.environ.update(req["env"])
-    sys.path.insert(0, req["cwd"])
     import pytest
 
-    try:
-        rc = int(pytest.main(req["args"]))
+    try:  # the project's directory importable, as ``python -m pytest`` run there has it
+        rc = int(pytest.main(["-o", f"pythonpath={req['cwd']}", *req["args"]]))
     except BaseException:  # noqa: BLE001 - reported through the exit status
         import traceback
 

@@ -1,0 +1,50 @@
+"""The digest under which a FlashInfer module's load is recalled (``kernelcache.recall``).
+
+What decides the full path's answer for a ``JitSpecNvcc`` without computing FlashInfer's flags
+(6 ms of ``sysconfig`` and ``nvcc --version`` on a process's first module): the spec's own
+fields, the bytes of its generated sources (what the snapshot would copy), FlashInfer's version
+and the file its flag builders live in, and every ``FLASHINFER_*`` variable (the extra flags,
+the arch list). The rest (nvcc, the host compiler, the module's headers and static sources,
+tvm-ffi) is witnessed by stats when the answer is recorded (``kernelcache.recall_write``).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from .. import recall
+from . import _snapshot
+
+
+def _version_facts() -> tuple:
+    import flashinfer.jit.cpp_ext as cpp_ext
+
+    try:
+        from flashinfer.version import __version__ as version
+    except ImportError:  # pragma: no cover - every release we gate on has it
+        version = "unknown"
+    st = os.stat(cpp_ext.__file__)
+    return (version, cpp_ext.__file__, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def digest(jit_spec: Any) -> str | None:
+    """The recall digest of ``jit_spec`` now; None when it cannot be recalled (a generated
+    source that cannot be read whole, fields that are not plain data)."""
+    from flashinfer.jit import env as fi_env
+
+    try:
+        sources = [str(p) for p in jit_spec.sources]
+        gen = [p for p in jit_spec.sources if _snapshot.is_generated(p, fi_env.FLASHINFER_GEN_SRC_DIR)]
+        files = _snapshot.files_of(list(gen)) if gen else {}
+        call = (jit_spec.name, sources, _plain(jit_spec.extra_cflags), _plain(jit_spec.extra_cuda_cflags),
+                _plain(jit_spec.extra_ldflags), [str(d) for d in jit_spec.extra_include_dirs or ()],
+                bool(jit_spec.is_class), bool(jit_spec.needs_device_linking),
+                sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items()), _version_facts())
+    except (OSError, TypeError, AttributeError):
+        return None
+    return recall.digest("flashinfer", call, env_prefix="FLASHINFER_")
+
+
+def _plain(flags: Any) -> list[str] | None:
+    return None if flags is None else [str(f) for f in flags]
