@@ -1,7 +1,10 @@
-"""Anchors: machine-specific path prefixes written as ``${ROOT}``, ``${TVM_FFI}``, ``${SITE}``.
+"""Anchors: machine-specific path prefixes written as ``${ROOT}``, ``${TVM_FFI}``, ``${SITE}``,
+``${CUDA}`` (the CUDA toolkit's real path) and ``${PYINC}`` (the Python headers' directory).
 
-Keys and recorded dependencies name files relative to these anchors, so a checkout or a venv
-that moved (another host of the fleet, a CI runner) computes the same keys and finds its entries.
+Keys and recorded dependencies name files relative to these anchors, so a checkout, a venv or a
+toolkit that sits elsewhere (another host of the fleet, a CI runner) computes the same keys and
+finds its entries; the files themselves are still checked by their bytes where this host has
+them (a toolkit with other headers misses).
 
 Files outside the kernel's root that move with it are named relative to the root too
 (``${ROOT}/../common/x.h``): everything in the repository holding the root (the nearest
@@ -13,13 +16,20 @@ checking the old checkout's copy (a stale hit while the old one is still on disk
 from __future__ import annotations
 
 import os
+import sys
 
 from . import process_state, toolchain
+from .errors import ToolchainError
 from .plan import ROOT, BuildPlan
 from .spec import KernelSpec
 
 TVM_FFI = "${TVM_FFI}"
 SITE = "${SITE}"  # site-packages: header-only dependencies (FlashInfer) relocate with the venv
+CUDA = "${CUDA}"  # the toolkit: /usr/local/cuda-13.0 here, /opt/cuda there, same bytes, one key
+PYINC = "${PYINC}"  # sysconfig's "include" (FlashInfer and torch put it on every command line)
+# A "toolkit" that is a system prefix (Debian's nvcc in /usr) is left unanchored: anchoring /usr
+# would name the system's own headers and compilers after the toolkit.
+_SYSTEM_PREFIXES = frozenset({"/", "/usr", "/usr/local", "/opt"})
 
 
 # -- anchors ---------------------------------------------------------------------------------
@@ -30,11 +40,53 @@ def anchors_of(spec: KernelSpec) -> list[tuple[str, str]]:
     such as FlashInfer live too); taken from tvm-ffi's path because asking sysconfig costs
     milliseconds per process.
     """
-    tvm_dir = toolchain.tvm_ffi_paths().package_dir
-    root = str(spec.root)
-    pairs = [(ROOT, root), (TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))]
-    pairs += moving_anchors(spec)
+    pairs = [(ROOT, str(spec.root)), *machine_anchors(), *moving_anchors(spec)]
     return sorted(pairs, key=lambda p: -len(p[1]))
+
+
+def machine_anchors() -> list[tuple[str, str]]:
+    """This host's install locations: tvm-ffi, site-packages, the CUDA toolkit, Python's headers.
+
+    A location may have two spellings (``CUDA_HOME=/usr/local/cuda``, a symlink, and its real
+    path): both are anchored, so command lines naming either and depfiles (real paths) agree.
+    """
+    tvm_dir = toolchain.tvm_ffi_paths().package_dir
+    pairs = [(TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))]
+    pairs += [(CUDA, d) for d in toolkit_dirs()]
+    pairs += [(PYINC, d) for d in python_include_dirs()]
+    return pairs
+
+
+def toolkit_dirs() -> tuple[str, ...]:
+    """The CUDA toolkit kernelcache compiles with (``toolchain.find_cuda_home``: its real path,
+    and ``CUDA_HOME``'s spelling when that differs); () without one (memoised per environment)."""
+    env = (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), os.environ.get("PATH"))
+    hit = _toolkits.get(env)
+    if hit is None:
+        try:
+            real = toolchain.find_cuda_home()
+        except ToolchainError:
+            real = ""
+        dirs = [] if real in _SYSTEM_PREFIXES or not real else [real]
+        for spelled in env[:2]:
+            if dirs and spelled and os.path.realpath(spelled) == real:
+                spelled = os.path.abspath(spelled).rstrip(os.sep)
+                if spelled not in dirs and spelled not in _SYSTEM_PREFIXES:
+                    dirs.append(spelled)
+        hit = _toolkits[env] = tuple(dirs)
+    return hit
+
+
+def python_include_dirs() -> tuple[str, ...]:
+    """Python's include directory as sysconfig names it (``<base prefix>/include/pythonX.Y<abi>``,
+    derived: asking sysconfig costs milliseconds a process), and its real path if it differs."""
+    global _pyinc
+    if _pyinc is None:
+        v = sys.version_info
+        d = os.path.join(sys.base_prefix, "include", f"python{v[0]}.{v[1]}{getattr(sys, 'abiflags', '')}")
+        real = os.path.realpath(d)
+        _pyinc = tuple(x for x in dict.fromkeys((d, real)) if x not in _SYSTEM_PREFIXES)
+    return _pyinc
 
 
 def moving_anchors(spec: KernelSpec) -> list[tuple[str, str]]:
@@ -69,6 +121,8 @@ def _under(path: str, prefix: str) -> bool:
 
 _project_roots: dict[str, str | None] = {}
 _moving: dict[tuple[str, ...], list[tuple[str, str]]] = {}  # (root, include dirs) -> moving_anchors
+_toolkits: dict[tuple[str | None, ...], tuple[str, ...]] = {}  # (CUDA_HOME, CUDA_PATH, PATH) -> dirs
+_pyinc: tuple[str, ...] | None = None
 
 
 def project_root(root: str) -> str | None:
@@ -90,8 +144,11 @@ def project_root(root: str) -> str | None:
 
 
 def _forget() -> None:
+    global _pyinc
     _project_roots.clear()
     _moving.clear()
+    _toolkits.clear()
+    _pyinc = None
 
 
 process_state.register("anchors.project_roots", _forget)

@@ -73,11 +73,11 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
 
 def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = None) -> list[dict]:
     """Build (or hit) the FlashInfer modules ``texts`` name through the route and copy them into
-    an artifact root, each labelled with this FlashInfer's version: a serving host with another
-    FlashInfer refuses the entry with one line (``kinds/flashinfer.py``), since a root keeps
-    only the module's own sources' hashes, not FlashInfer's headers (``${SITE}``)."""
+    an artifact root, each labelled with this FlashInfer's version and its headers' hashes: a
+    serving host with another FlashInfer refuses the entry with one line (``kinds/flashinfer.py``),
+    since a root keeps only the module's own sources' hashes, not FlashInfer's headers."""
     from . import flashinfer
-    from .kinds.flashinfer import VERSION_LABEL, installed_version
+    from .kinds.flashinfer import VERSION_LABEL, header_labels, installed_version
 
     base = resolve(settings).replace(no_build=False, prebuilt=(), remote=RemoteSettings())
     out = Path(out).resolve()
@@ -89,7 +89,8 @@ def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = N
         if entry_path and m is None:
             row.update(status="failed", reason="entry vanished")
         if m is not None:
-            dest = export_entry(Entry(Path(entry_path), m), out, toolchain.nvcc_major(), {VERSION_LABEL: label})
+            labels = {VERSION_LABEL: label, **header_labels(m)}
+            dest = export_entry(Entry(Path(entry_path), m), out, toolchain.nvcc_major(), labels)
             row.update(entry=str(dest.relative_to(out)), arch=",".join(m.archs), flashinfer=label)
         report.append(row)
     return report

@@ -99,7 +99,8 @@ def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str
     """Validate recorded dependencies: equal stat -> trusted; otherwise re-hash; bytes decide.
 
     ``tolerate_missing_external``: for entries built on another host, an un-anchored header
-    (a toolkit's) that this host does not have is skipped; one it has must match.
+    (the system's) that this host does not have is skipped, and so is one under an anchor this
+    host lacks (``${CUDA}`` on a host without a toolkit); one it has must match.
     """
     refreshed: dict[str, list[int]] = {}
     stat_cache = stat_cache or {}
@@ -110,8 +111,8 @@ def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str
         try:
             st = os.stat(p)
         except OSError:
-            if tolerate_missing_external and not d["path"].startswith("${"):
-                continue
+            if tolerate_missing_external and (not d["path"].startswith("${") or p.startswith("${")):
+                continue  # un-anchored, or under an anchor this host lacks (no toolkit: ${CUDA})
             return DepCheck(False, f"header {d['path']} no longer exists")
         cur = _stat_tuple(st)
         if cur == d["stat"] or cur == stat_cache.get(d["path"]):
@@ -124,8 +125,11 @@ def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str
             return DepCheck(False, f"header {d['path']} changed (content hash differs)")
         refreshed[d["path"]] = cur
     for a in absent:
-        if (only_anchor and not a.startswith(only_anchor)) or (tolerate_missing_external and not a.startswith("${")):
+        if only_anchor and not a.startswith(only_anchor):
             continue
-        if os.path.exists(resolve_anchor(a, anchors)):
+        p = resolve_anchor(a, anchors)
+        if tolerate_missing_external and (not a.startswith("${") or p.startswith("${")):
+            continue
+        if os.path.exists(p):
             return DepCheck(False, f"new header {a} shadows the one used before")
     return DepCheck(True, refreshed=refreshed, n_stat=len(deps))

@@ -12,14 +12,16 @@ import json
 from typing import Mapping
 
 from . import native, toolchain
-from .anchors import anchor_text, anchors_for
+from .anchors import anchor_path, anchor_text, anchors_for
 from .plan import BuildPlan
 from .settings import Settings
 from .spec import KernelSpec
 
 # 4: files outside the root that move with it are named relative to it (anchors.moving_dirs);
 # entries of format 3 recorded them by absolute path, which a moved checkout must not trust
-KEY_FORMAT = 4
+# 5: the CUDA toolkit and Python's include dir are anchors (${CUDA}, ${PYINC}) in command lines,
+# tool paths and recorded headers; format 4 named them by absolute path
+KEY_FORMAT = 5
 
 
 def canonical_hash(obj) -> str:
@@ -69,8 +71,9 @@ def level1(plan: BuildPlan, settings: Settings, sources: dict[str, str] | None =
     cmds = plan.key_commands()
     cmds = {k: ([[anchor_text(a, anchors) for a in c] for c in v] if k == "compile"
                 else [anchor_text(a, anchors) for a in v]) for k, v in cmds.items()}
-    tools = {
-        k: {"path": v["path"], "version": v["version"], "size": v["size"], "mtime_ns": v["mtime_ns"]}
+    tools = {  # nvcc as ${CUDA}/bin/nvcc: its identity is the banner, size and mtime, not where it sits
+        k: {"path": anchor_path(v["path"], anchors), "version": v["version"], "size": v["size"],
+            "mtime_ns": v["mtime_ns"]}
         for k, v in sorted(plan.tools.items())
     }
     inputs = {

@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import kinds, toolchain
+from .. import kinds
+from ..anchors import machine_anchors
 from ..errors import KernelCacheError, UnknownKernel
 from ..layout import BUILT
 from ..manifest import Manifest
@@ -195,8 +196,7 @@ def spec_of(entry: Entry, inline: Path | None = None) -> KernelSpec | None:
 
 
 def _anchors(root: str) -> list[tuple[str, str]]:
-    tvm_dir = toolchain.tvm_ffi_paths().package_dir
-    return [(ROOT, root), ("${TVM_FFI}", tvm_dir), ("${SITE}", os.path.dirname(tvm_dir))]
+    return sorted([(ROOT, root), *machine_anchors()], key=lambda p: -len(p[1]))
 
 
 def _flags_between(cmd: list[str]) -> list[str]:

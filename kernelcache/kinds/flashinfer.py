@@ -12,16 +12,24 @@ tiles reachable for its head dim), so a bind-now check rejects modules FlashInfe
 A link cut short still cannot be loaded: entries appear only by an atomic publish.
 
 An entry exported into an artifact root (``kernelcache build --flashinfer``) carries the version
-of the FlashInfer it was built with (``VERSION_LABEL`` in its ``prebuilt`` record): a root keeps
-the hashes of the module's own sources but not of FlashInfer's headers, so another installed
-FlashInfer refuses the entry, with one line naming both versions.
+of the FlashInfer it was built with (``VERSION_LABEL`` in its ``prebuilt`` record) and the sha256
+of each FlashInfer header it read (``HEADERS_LABEL``; a root's manifest keeps the hashes of the
+module's own sources only). A serving host compares the version, then those hashes with the ones
+its installed FlashInfer's ``RECORD`` states (one file read: no header is opened), so another
+FlashInfer, or another build of the same version, refuses the entry with one line naming both
+versions. An install whose ``RECORD`` states no hashes (editable) is checked by version alone.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from .. import validate
+from .. import process_state, validate
 from ..errors import BuildError
 from ..manifest import Manifest
 from ..spec import KernelSpec
@@ -29,6 +37,9 @@ from .tvm_ffi import TvmFfi
 
 
 VERSION_LABEL = "flashinfer_version"
+HEADERS_LABEL = "flashinfer_headers"  # {path as RECORD names it: sha256 as RECORD writes it}
+_DIST = "flashinfer_python-"
+_record_memo: dict[tuple, dict[str, str] | None] = {}  # (RECORD, its stat) -> path -> sha256
 
 
 def installed_version() -> str:
@@ -40,15 +51,104 @@ def installed_version() -> str:
         return "unknown"
 
 
+def _package_dir() -> str | None:
+    mod = sys.modules.get("flashinfer")
+    origin = getattr(mod, "__file__", None)
+    if origin is None:
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("flashinfer")
+        except (ImportError, ValueError):
+            return None
+        origin = found.origin if found is not None else None
+    return os.path.dirname(origin) if origin else None
+
+
+def _sha256(path: str) -> str:
+    """A file's sha256 as a wheel's RECORD writes it (urlsafe base64, no padding)."""
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def header_labels(m: Manifest) -> dict:
+    """At export: the installed FlashInfer's files among ``m``'s recorded dependencies (a cache
+    entry's full manifest), each by its path relative to the install dir and its sha256."""
+    from ..anchors import machine_anchors, resolve_anchor
+
+    pkg = _package_dir()
+    if pkg is None:
+        return {}
+    pkg = os.path.realpath(pkg)
+    site = os.path.dirname(pkg)
+    anchors = sorted(machine_anchors(), key=lambda p: -len(p[1]))
+    files = {}
+    for d in m.deps:
+        path = resolve_anchor(d["path"], anchors)
+        if path.startswith(pkg + os.sep):
+            files[os.path.relpath(path, site).replace(os.sep, "/")] = _sha256(path)
+    return {HEADERS_LABEL: dict(sorted(files.items()))} if files else {}
+
+
+def installed_hashes() -> dict[str, str] | None:
+    """path -> sha256 of every file the installed FlashInfer's ``RECORD`` lists (memoised by the
+    RECORD's stat); None when there is none to read or it is an editable install."""
+    pkg = _package_dir()
+    if pkg is None:
+        return None
+    site = os.path.dirname(pkg)
+    info = os.path.join(site, f"{_DIST}{installed_version()}.dist-info")
+    record = os.path.join(info, "RECORD")
+    try:
+        st = os.stat(record)
+    except OSError:
+        return None
+    memo_key = (record, st.st_size, st.st_mtime_ns, st.st_ino)
+    if memo_key in _record_memo:
+        return _record_memo[memo_key]
+    out: dict[str, str] | None = None
+    if not _editable(info):
+        out = {}
+        with open(record, encoding="utf-8") as f:
+            for line in f:
+                path, _, rest = line.partition(",")
+                if rest.startswith("sha256="):
+                    out[path] = rest[7:].split(",", 1)[0]
+    _record_memo[memo_key] = out
+    return out
+
+
+def _editable(dist_info: str) -> bool:
+    try:
+        with open(os.path.join(dist_info, "direct_url.json"), "rb") as f:
+            info = json.loads(f.read())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True  # unreadable: not known to be a plain install
+    return not isinstance(info, dict) or bool((info.get("dir_info") or {}).get("editable"))
+
+
 def version_refusal(m: Manifest) -> validate.Rejection | None:
     """Why an exported entry may not be used with the installed FlashInfer (None: it may)."""
-    label = (m.prebuilt or {}).get(VERSION_LABEL)
+    prebuilt = m.prebuilt or {}
+    label = prebuilt.get(VERSION_LABEL)
     if not label:
         return None
     here = installed_version()
-    if label == here:
+    line = f"built with FlashInfer {label}, installed FlashInfer is {here}"
+    if label != here:
+        return validate.Rejection("installation", line)
+    want = prebuilt.get(HEADERS_LABEL) or {}
+    have = installed_hashes() if want else None
+    if have is None:
         return None
-    return validate.Rejection("installation", f"built with FlashInfer {label}, installed FlashInfer is {here}")
+    differ = sorted(p for p, h in want.items() if have.get(p) != h)
+    if not differ:
+        return None
+    more = f" and {len(differ) - 1} more" if len(differ) > 1 else ""
+    return validate.Rejection("installation", f"{line}, another build: its header {differ[0]}{more} differs")
 
 
 class FlashInferModule(TvmFfi):
@@ -86,3 +186,4 @@ class FlashInferModule(TvmFfi):
 
 
 KIND = FlashInferModule()
+process_state.register("kinds.flashinfer.record", _record_memo.clear)

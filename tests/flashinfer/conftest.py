@@ -122,3 +122,46 @@ def fi(tmp_path_factory: pytest.TempPathFactory) -> FiEnv:
     routed = env.probe(tmp / "ws-a")
     assert env.links() == 2 and routed["library"].startswith(str(env.cache)), routed
     return env
+
+
+@dataclass
+class Toolkits:
+    """The CUDA toolkit again at other paths (hard links: the same bytes, stats and inodes), as on
+    a host whose toolkit was installed elsewhere; ``other`` has one header the module reads with
+    other bytes (its mtime and size kept apart from that)."""
+
+    real: Path
+    same: Path
+    other: Path
+    changed: str  # the header of ``other`` that differs, relative to the toolkit
+
+
+def _farm(src: Path, dst: Path) -> None:
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:  # another filesystem: a copy with its times is the same toolkit too
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dst, symlinks=True, copy_function=link)
+
+
+@pytest.fixture(scope="session")
+def toolkits(fi: FiEnv) -> Toolkits:
+    real = Path(os.path.realpath("/usr/local/cuda"))
+    base = fi.tmp / "toolkits"
+    same, other = base / "host-b" / "cuda", base / "host-c" / "cuda"
+    _farm(real, same)
+    _farm(real, other)
+    changed = "include/cuda_runtime_api.h"
+    f = other / changed
+    st = f.stat()
+    data = f.read_bytes()
+    f.unlink()  # break the hard link: the real toolkit keeps its bytes
+    f.write_bytes(data.replace(b"#define", b"#define ", 1))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return Toolkits(real=real, same=same, other=other, changed=changed)
+
+
+def without_cuda_on_path(env: dict[str, str]) -> str:
+    return ":".join(d for d in env["PATH"].split(":") if "cuda" not in d)

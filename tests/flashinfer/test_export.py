@@ -1,8 +1,9 @@
 """``kernelcache build --flashinfer``: a deployment's FlashInfer modules into an artifact root.
 
 The session's module is exported (a hit: nothing compiles), a host without compilers loads it
-from the root, and a root written by another FlashInfer is refused with one line naming both
-versions, never loaded and never a crash.
+from the root, and a root written by another FlashInfer (another version, or another build of
+the same version: other header bytes) is refused with one line naming both versions, never
+loaded and never a crash.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from .conftest import FiEnv
 
 SILU = 'flashinfer.jit.activation:gen_act_and_mul_module("silu")'
+HEADER = "flashinfer/data/include/flashinfer/activation.cuh"  # a FlashInfer header silu reads
 BUILD = "import sys; from kernelcache.cli import main; raise SystemExit(main({argv!r}))"
 
 
@@ -49,6 +51,7 @@ def test_the_exported_entry_is_labelled_with_the_flashinfer_version(fi: FiEnv, r
     m = json.loads(_manifest(root).read_text())
     assert m["prebuilt"]["flashinfer_version"] == flashinfer.version.__version__
     assert m["kind"] == "flashinfer" and m["prebuilt"]["cuda_major"]
+    assert HEADER in m["prebuilt"]["flashinfer_headers"]  # with its sha256, as RECORD states it
 
 
 def test_a_host_without_compilers_loads_the_module_from_the_root(fi: FiEnv, root: Path) -> None:
@@ -73,6 +76,53 @@ def test_a_root_from_another_flashinfer_is_refused_with_one_line(fi: FiEnv, root
     assert "MissingJITCacheError" in p.stderr or "FlashInferCacheMiss" in p.stderr, p.stderr[-3000:]
     assert "built with FlashInfer 0.0.1, installed FlashInfer is" in p.stderr, p.stderr[-3000:]
     assert "Segmentation" not in p.stderr
+
+
+def _another_build(fi: FiEnv, header: str) -> Path:
+    """FlashInfer of the same version as installed, built with ``header`` changed: a site dir of
+    symlinks to the installed files, real directories down to that header's changed copy, and
+    the dist-info copied with its RECORD stating the new sha256 (what a rebuilt wheel installs)."""
+    import base64
+    import hashlib
+
+    import flashinfer
+
+    src_site = Path(flashinfer.__file__).parent.parent
+    site = fi.tmp / "fi-site-another-build"
+    parts = Path(header).parts
+    src, dst = src_site / parts[0], site / parts[0]
+    dst.mkdir(parents=True)
+    for part in parts[1:]:
+        for child in src.iterdir():
+            if child.name != part:
+                (dst / child.name).symlink_to(child)
+        src, dst = src / part, dst / part
+        if part != parts[-1]:
+            dst.mkdir()
+    data = src.read_bytes() + b"\n// another build of the same version\n"
+    dst.write_bytes(data)
+    sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    (info,) = src_site.glob(f"flashinfer_python-{flashinfer.__version__}.dist-info")
+    shutil.copytree(info, site / info.name)
+    lines = (site / info.name / "RECORD").read_text().splitlines()
+    lines = [f"{header},sha256={sha},{len(data)}" if ln.startswith(header + ",") else ln for ln in lines]
+    (site / info.name / "RECORD").write_text("\n".join(lines) + "\n")
+    return site
+
+
+def test_a_root_from_another_build_of_the_same_flashinfer_version_is_refused(fi: FiEnv, root: Path) -> None:
+    import flashinfer
+
+    site = _another_build(fi, HEADER)
+    env = _bare_host(fi, "host-another-build", root)
+    env["PYTHONPATH"] = f"{site}:{fi.env(fi.tmp)['PYTHONPATH']}"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    before = fi.links()
+    p = fi.run(fi.tmp / "host-another-build" / "ws", check=False, **env)
+    assert p.returncode == 1 and fi.links() == before, p.stdout[-2000:]
+    v = flashinfer.__version__
+    assert f"built with FlashInfer {v}, installed FlashInfer is {v}, another build: its header {HEADER} differs" \
+        in p.stderr, p.stderr[-3000:]
 
 
 def test_a_name_that_is_not_a_module_function_fails_with_a_clear_line(fi: FiEnv) -> None:

@@ -29,6 +29,7 @@ MEMOS = {
     "native.py": {"native.cpu_features"},
     "flashinfer/_gate.py": {"flashinfer.said"},
     "flashinfer/_route.py": {"flashinfer.loaded"},
+    "kinds/flashinfer.py": {"kinds.flashinfer.record"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
     "installed.py": {"installed.listings"},
