@@ -172,14 +172,17 @@ def lines(memo_dir: Path, name: str, sources: list[str], extra_cflags: list[str]
     memo = with_cuda is False or bool(os.environ.get("TORCH_CUDA_ARCH_LIST"))
     base = Path(memo_dir) / "torch_flags"
     shared = base / f"{_memo_key(key_args)}.json"
-    own = base / f"{_memo_key({**key_args, 'name': name})}.json"
+
+    def own() -> Path:
+        return base / f"{_memo_key({**key_args, 'name': name})}.json"
+
     if memo:
-        got = _read_memo(shared, name) or _read_memo(own, name)
+        got = _read_memo(shared, name) or _read_memo(own(), name)
         if got is not None:
             return got
     got = from_torch(name=name, sources=[os.path.abspath(s) for s in sources], **key_args)
     if memo:
-        _write_memo(shared if _name_only_in_define(got, name) else own, name, got)
+        _write_memo(shared if _name_only_in_define(got, name) else own(), name, got)
     return got
 
 
