@@ -13,13 +13,17 @@
   ``install`` not slower than torch.
 * cold: each side builds the same extension into an empty cache / extensions dir in a fresh
   interpreter (import + call timed, build included), alternating; the ratio drop-in/torch is
-  printed (goal: <= 1.05x).
+  printed (goal: <= 1.05x). ``--cold-memo primed`` (default) gives each drop-in cold cache the
+  per-installation memos (toolchain identities, torch's flag lines) that a cache which built any
+  other extension before holds (copied from a seed cache that built a small pybind11 module of
+  another name, not timed); ``fresh`` starts from nothing (the first build ever on a machine).
 
 Not a test. ``--source extension`` (default) is ``load_inline`` of one function with torch's
 implicit ``#include <torch/extension.h>`` (~5,400 recorded dependencies; ~40 s per compile on a
 2-core machine); ``--source small`` is a one-function pybind11 module through ``load``.
 
     python benchmarks/bench_torch_ext.py [--warm-reps 9] [--cold-reps 0] [--source extension|small]
+                                         [--cold-memo primed|fresh]
 """
 from __future__ import annotations
 
@@ -111,6 +115,11 @@ def _summary(data: dict[str, list[dict]]) -> dict:
                          "total_ms": round(_median(rows, "total_s") * 1e3, 2),
                          "gc_collections": [sum(r["gc"][g] for r in rows) for g in range(3)],
                          "runs_with_full_gc": sum(1 for r in rows if r["gc"][2])}
+            if all(r.get("compile_s") is not None for r in rows):  # cold: each run, and beyond the compile
+                out[side]["runs_s"] = [round(r["import_s"] + r["call_s"], 2) for r in rows]
+                out[side]["compile_s"] = [round(r["compile_s"], 2) for r in rows]
+                out[side]["beyond_compile_s"] = round(statistics.median(
+                    r["import_s"] + r["call_s"] - r["compile_s"] for r in rows), 3)
     t = out.get("torch")
     if t:
         for side in ("dropin", "install", "base"):
@@ -122,7 +131,36 @@ def _summary(data: dict[str, list[dict]]) -> dict:
     return out
 
 
-def bench(warm_reps: int, cold_reps: int, source: str, sides: tuple[str, ...]) -> dict:
+def _compile_seconds(side: str, env: dict, name: str) -> float | None:
+    """How long the compiler and linker ran in a cold run: ninja's log of torch's build dir
+    (first start to last end), the drop-in manifest's ``build_seconds`` (ninja + recording the
+    dependencies). What a cold run took beyond that is the side's own overhead; the compile
+    itself swings by seconds with the machine's load."""
+    try:
+        if side == "torch":
+            rows = [ln.split("\t") for ln in (Path(env["TORCH_EXTENSIONS_DIR"]) / name / ".ninja_log").read_text()
+                    .splitlines() if ln and not ln.startswith("#")]
+            return (max(int(r[1]) for r in rows) - min(int(r[0]) for r in rows)) / 1e3
+        m = next((Path(env["KERNELCACHE_DIR"]) / "v1" / "entries" / name).glob("*/*/manifest.json"))
+        return float(json.loads(m.read_text())["build_seconds"])
+    except (OSError, StopIteration, ValueError, KeyError, IndexError):
+        return None
+
+
+def _seed_memos(work: Path) -> Path:
+    """The memo dir of a cache that built another extension (a small pybind11 module), not timed."""
+    src = work / "seed_ext.cpp"
+    src.write_text(SOURCES["small"]["text"].replace("add", "seed"))
+    env = _env(work, "seed")
+    p = subprocess.run([sys.executable, "-c", "import torch, sys\nfrom kernelcache import cpp_extension as ce\n"
+                        "ce.load('kc_bench_seed', [sys.argv[1]])", str(src)], env=env, capture_output=True,
+                       text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        raise RuntimeError(f"seed build failed:\n{p.stdout}\n{p.stderr}")
+    return Path(env["KERNELCACHE_DIR"]) / "v1" / "toolchain"
+
+
+def bench(warm_reps: int, cold_reps: int, source: str, sides: tuple[str, ...], cold_memo: str = "primed") -> dict:
     work = Path(tempfile.mkdtemp(prefix="kc-bench-torch-"))
     try:
         cfg = SOURCES[source]
@@ -134,9 +172,15 @@ def bench(warm_reps: int, cold_reps: int, source: str, sides: tuple[str, ...]) -
             arg = cfg["text"]
         name = f"kc_bench_{source}"
         cold: dict[str, list[dict]] = {"torch": [], "dropin": []}
+        memos = _seed_memos(work) if cold_reps and cold_memo == "primed" else None
         for i in range(cold_reps):
+            env = _env(work, f"cold{i}")
+            if memos is not None:
+                shutil.copytree(memos, Path(env["KERNELCACHE_DIR"]) / "v1" / "toolchain")
             for side in ("torch", "dropin") if i % 2 == 0 else ("dropin", "torch"):
-                cold[side].append(_run(side, _env(work, f"cold{i}"), name, cfg["fn"], arg))
+                row = _run(side, env, name, cfg["fn"], arg)
+                row["compile_s"] = _compile_seconds(side, env, name)
+                cold[side].append(row)
         warm_env = _env(work, "warm")
         for side in dict.fromkeys(("torch", "dropin", *sides)):  # build both once, warm the bytecode (not timed)
             _run(side, warm_env, name, cfg["fn"], arg)
@@ -144,7 +188,7 @@ def bench(warm_reps: int, cold_reps: int, source: str, sides: tuple[str, ...]) -
         for i in range(warm_reps):
             for side in sides if i % 2 == 0 else tuple(reversed(sides)):
                 warm[side].append(_run(side, warm_env, name, cfg["fn"], arg))
-        out: dict = {"source": source, "warm_reps": warm_reps, "cold_reps": cold_reps,
+        out: dict = {"source": source, "warm_reps": warm_reps, "cold_reps": cold_reps, "cold_memo": cold_memo,
                      "load": os.getloadavg()[0]}
         if warm_reps:
             out["warm"] = _summary(warm)
@@ -161,13 +205,15 @@ def main() -> None:
     ap.add_argument("--warm-reps", type=int, default=9)
     ap.add_argument("--cold-reps", type=int, default=0)
     ap.add_argument("--source", choices=sorted(SOURCES), default="extension")
+    ap.add_argument("--cold-memo", choices=("primed", "fresh"), default="primed",
+                    help="drop-in cold caches: with the memos of a cache that built another extension, or empty")
     ap.add_argument("--sides", default="torch,dropin,install", help="warm sides, comma-separated")
     ap.add_argument("--baseline-repo", help="another checkout: adds side 'base' (its drop-in), e.g. /work/main")
     a = ap.parse_args()
     if a.baseline_repo:
         BASELINE.append(a.baseline_repo)
         a.sides += ",base"
-    r = bench(a.warm_reps, a.cold_reps, a.source, tuple(a.sides.split(",")))
+    r = bench(a.warm_reps, a.cold_reps, a.source, tuple(a.sides.split(",")), a.cold_memo)
     print(json.dumps(r, indent=1))
     w = r.get("warm", {})
     if "torch" in w:
@@ -182,6 +228,9 @@ def main() -> None:
     if c and "torch" in c and "dropin" in c:
         print(f"cold build: drop-in {c['dropin']['total_ms'] / 1e3:.1f} s vs torch {c['torch']['total_ms'] / 1e3:.1f} s: "
               f"{c['dropin']['total_over_torch']}x (goal <= 1.05x)")
+        if "beyond_compile_s" in c["dropin"] and "beyond_compile_s" in c["torch"]:
+            print(f"cold, beyond the compile (median): drop-in {c['dropin']['beyond_compile_s']} s, "
+                  f"torch {c['torch']['beyond_compile_s']} s")
     print(f"load average at the end: {os.getloadavg()}")
 
 

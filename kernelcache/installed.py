@@ -62,7 +62,7 @@ def _site_roots() -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
-_listings_memo: dict[str, tuple[list, dict, dict]] = {}  # root -> (RECORD identities, listing, tops)
+_listings_memo: dict[str, tuple[list, dict]] = {}  # root -> (RECORD identities, dist-info -> its rows or None)
 process_state.register("installed.listings", _listings_memo.clear)
 
 
@@ -77,10 +77,38 @@ def _editable(dist_info: str) -> bool:
     return bool((info.get("dir_info") or {}).get("editable")) if isinstance(info, dict) else True
 
 
-def _listings(root: str) -> tuple[dict[str, tuple[str, str]], dict[str, set[str]]]:
-    """relpath -> (dist-info dir, sha256 digest in RECORD's urlsafe base64) for every
-    non-editable distribution installed in ``root``; and top-level directory -> the
-    distributions that install files under it (an unlisted file there spoils them)."""
+def _rows(text: str) -> list[tuple[str, str]]:
+    """(relpath, sha256 digest) of a RECORD's lines that carry a sha256 (csv only for quoted lines)."""
+    out = []
+    quoted = []
+    for line in text.splitlines():
+        if '"' in line:
+            quoted.append(line)
+            continue
+        path, _sep, rest = line.rpartition(",")  # path,sha256=...,size: the size field has no comma
+        path, _sep, digest = path.rpartition(",")
+        if digest.startswith("sha256="):
+            out.append((path, digest[7:]))
+    if quoted:
+        import csv
+
+        out.extend((row[0], row[1][7:]) for row in csv.reader(quoted) if len(row) >= 2 and row[1].startswith("sha256="))
+    return out
+
+
+def _parsed(di: str, text: str) -> list[tuple[str, str]] | None:
+    """A distribution's listed files (normalised), None for an editable install."""
+    if _editable(di):
+        return None
+    return [(os.path.normpath(rel), digest) for rel, digest in _rows(text) if not rel.startswith("..")]
+
+
+def _listings(root: str, wanted: set[str]) -> tuple[dict[str, tuple[str, str]], dict[str, set[str]]]:
+    """relpath -> (dist-info dir, sha256 digest in RECORD's urlsafe base64) for the files of every
+    non-editable distribution installed in ``root`` that installs under a top-level directory in
+    ``wanted``; and such a top-level directory -> the distributions that install files under it
+    (an unlisted file there spoils them). Distributions that install nowhere in ``wanted`` are
+    not parsed (a RECORD line starting with ``top/`` tells, before any parsing)."""
     out: dict[str, tuple[str, str]] = {}
     tops: dict[str, set[str]] = {}
     try:
@@ -94,26 +122,31 @@ def _listings(root: str) -> tuple[dict[str, tuple[str, str]], dict[str, set[str]
         except OSError:
             ident.append((name, ()))
     memo = _listings_memo.get(root)
-    if memo is not None and memo[0] == ident:  # the same distributions (one build after another)
-        return memo[1], memo[2]
+    if memo is None or memo[0] != ident:  # other distributions than the last build's: parse anew
+        memo = (ident, {})
+        _listings_memo[root] = memo
+    parsed = memo[1]
+    marks = [f"\n{t}/" for t in wanted]
     for name in names:
         di = os.path.join(root, name)
-        try:
-            with open(os.path.join(di, "RECORD"), encoding="utf-8", newline="") as f:
-                lines = f.read().splitlines()
-        except (OSError, UnicodeDecodeError):
+        if di not in parsed:
+            try:
+                with open(os.path.join(di, "RECORD"), encoding="utf-8", newline="") as f:
+                    text = "\n" + f.read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if not any(m in text for m in marks):
+                continue  # installs nowhere asked (parsed once another build asks for its tops)
+            parsed[di] = _parsed(di, text[1:])
+        rows = parsed[di]
+        if rows is None:
             continue
-        if _editable(di):
-            continue
-        import csv
-
-        for row in csv.reader(lines):
-            if len(row) >= 2 and row[1].startswith("sha256=") and not row[0].startswith(".."):
-                rel = os.path.normpath(row[0])
-                out[rel] = (di, row[1][7:])
-                if os.sep in rel:
-                    tops.setdefault(rel.split(os.sep, 1)[0], set()).add(di)
-    _listings_memo[root] = (ident, out, tops)
+        for rel, digest in rows:
+            top = rel.split(os.sep, 1)[0] if os.sep in rel else None
+            if top is None or top in wanted:
+                out[rel] = (di, digest)
+                if top is not None:
+                    tops.setdefault(top, set()).add(di)
     return out, tops
 
 
@@ -134,9 +167,8 @@ def trust(names: list[str], resolve, anchor) -> list[Group]:
     roots = _site_roots()
     if not roots:
         return []
-    listings: dict[str, tuple[dict[str, tuple[str, str]], dict[str, set[str]]]] = {}
-    found: dict[str, list[int]] = {}
-    spoiled: set[str] = set()
+    placed: list[tuple[int, str, str]] = []  # (index, absolute path, its root)
+    wanted: dict[str, set[str]] = {}  # root -> top-level directories asked for there
     for i, name in enumerate(names):
         if name.startswith(ROOT):
             continue
@@ -144,8 +176,16 @@ def trust(names: list[str], resolve, anchor) -> list[Group]:
         root = next((r for r in roots if path.startswith(r + os.sep)), None)
         if root is None:
             continue
+        placed.append((i, path, root))
+        rel = path[len(root) + 1:]
+        if os.sep in rel:
+            wanted.setdefault(root, set()).add(rel.split(os.sep, 1)[0])
+    listings = {root: _listings(root, tops) for root, tops in wanted.items()}
+    found: dict[str, list[int]] = {}
+    spoiled: set[str] = set()
+    for i, path, root in placed:
         if root not in listings:
-            listings[root] = _listings(root)
+            continue  # a file directly in the root: no distribution's directory
         listing, tops = listings[root]
         rel = path[len(root) + 1:]
         hit = listing.get(rel)

@@ -88,8 +88,10 @@ class Manifest:
             return None
         return m
 
-    def to_dict(self) -> dict:
-        d = {f: copy.deepcopy(getattr(self, f)) for f in FIELDS}  # as dataclasses.asdict did
+    def to_dict(self, deep: bool = True) -> dict:
+        """The manifest's fields as a dict (deep: copies, as dataclasses.asdict made; not deep:
+        the record's own values, for a caller that only serialises them)."""
+        d = {f: copy.deepcopy(getattr(self, f)) if deep else getattr(self, f) for f in FIELDS}
         for opt in ("prebuilt", "external_deps"):
             if d[opt] is None:
                 d.pop(opt)
@@ -172,7 +174,7 @@ def write(entry_dir: Path, manifest: Manifest) -> None:
     from . import deprecord  # the packed hit record beside it: what a warm load reads
 
     tmp = Path(entry_dir) / f".{FILENAME}.{os.getpid()}.{uuid.uuid4().hex[:6]}"
-    data = manifest.to_dict()
+    data = manifest.to_dict(deep=False)  # only serialised and packed: no copy of ~5,400 deps
     text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     tmp.write_bytes(text)
     os.replace(tmp, Path(entry_dir) / FILENAME)

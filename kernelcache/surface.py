@@ -8,6 +8,13 @@ a module that fails to import or differs is never imported into the caller. The 
 it, bound to the binary by its sha256; a loaded module must show the same surface.
 
 torch is imported lazily: this module is part of the core and must stay cheap to import.
+
+The light child (:func:`light_main`): a pybind11 extension needs torch's *libraries* loaded
+before it can be imported, not torch's Python package (``import torch`` costs 1-4 s, more than
+any other step of a cold build but the compile). So the child of a ``torch_python`` build loads
+``libtorch_python.so`` of the parent's torch (its dependencies, libtorch and c10, come with it)
+and imports the extension; a module whose import needs torch's Python side imports torch itself
+or fails, and a failed light child is followed by the full one (``import torch`` first).
 """
 from __future__ import annotations
 
@@ -77,6 +84,19 @@ def import_path(name: str, path: str) -> Any:
         raise ImportError(f"importing {path} as {name!r} returned the module of another file "
                           f"({getattr(mod, '__file__', None)})")
     return mod
+
+
+def light_main(argv: list[str], path: str) -> int:
+    """The light surface child: ``LIB NAME`` + the binary's path -> one ``KC_SURFACE`` json line."""
+    import ctypes
+    import json
+    import sys
+
+    lib, name = argv
+    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)  # what ``import torch`` would have mapped for the extension
+    found = of_module(import_path(name, path))
+    sys.stdout.write("KC_SURFACE " + json.dumps(found, sort_keys=True) + "\n")
+    return 0
 
 
 def op_names() -> set[str]:

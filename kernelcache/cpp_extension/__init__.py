@@ -15,10 +15,14 @@ content-addressed (two checkouts with one extension name never thrash) and a bin
 (manifest, sha256, identity, exported surface) before it is imported. See
 docs/torch_cpp_extension_dropin.md.
 
-Importing this module patches nothing and imports neither torch nor tvm_ffi.
+Importing this module patches nothing and imports neither torch nor tvm_ffi. It does import
+what a warm call runs (the loader, the torch kinds, the generated-sources store): torch's own
+``torch.utils.cpp_extension`` pays its imports when it is imported (~270 ms), and a call that
+first imports ~25 modules costs more than torch's whole warm call (issue 24).
 """
 from __future__ import annotations
 
+from . import _warm  # noqa: F401 - the warm call's modules, imported now rather than in the first call
 from ._api import ExtensionBuildError, inline_files, load, load_inline, make_spec
 from ._patch import install, is_installed, uninstall
 

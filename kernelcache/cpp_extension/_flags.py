@@ -7,9 +7,14 @@ in use. So torch's own ninja writer (``_write_ninja_file_to_build_library``, fed
 ``_prepare_ldflags``) writes a build file into a scratch directory and its flag lines are read
 back; nothing of torch's flag logic is re-implemented here.
 
-Importing ``torch.utils.cpp_extension`` costs ~150 ms (setuptools), more than a warm load. The
-lines are therefore memoised on disk, keyed by everything torch's writer reads: the arguments,
-the torch and Python installation, and the environment variables it consults. A CUDA build
+Importing ``torch.utils.cpp_extension`` costs ~150-300 ms (setuptools), more than a warm load.
+The lines are therefore memoised on disk, keyed by everything torch's writer reads: the flag
+arguments, CUDA or not, the torch installation (its file, version, git revision and the stat of
+its ``version.py``, which every install rewrites) and Python's, and the environment variables it
+consults. Not the extension's name or its source files: the writer puts the name in exactly one
+flag (``-DTORCH_EXTENSION_NAME=``, swapped on reading) and the sources in build edges, not in
+flag lines; so a cold build of a *new* extension does not import ``torch.utils.cpp_extension``
+either, once any extension with the same flags was built on this installation. A CUDA build
 without ``TORCH_CUDA_ARCH_LIST`` depends on the visible GPUs and is not memoised.
 """
 from __future__ import annotations
@@ -24,11 +29,12 @@ import tempfile
 from pathlib import Path
 
 from ..records import FrozenRecord
+from ._versions import NAME_DEFINE
 
 # Environment variables torch's writer or its helpers read while producing the lines.
 TORCH_ENV = ("TORCH_CUDA_ARCH_LIST", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "CUDA_INC_PATH", "CUDNN_HOME",
              "PYTORCH_NVCC", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "ROCM_HOME", "CUDA_VISIBLE_DEVICES")
-MEMO_VERSION = 1
+MEMO_VERSION = 2
 
 
 class Lines(FrozenRecord):
@@ -103,39 +109,80 @@ def search_dirs(flags: list[str], option: str) -> list[str]:
     return out
 
 
-def _memo_key(args: dict) -> str:
+def _torch_identity() -> list:
+    """What identifies the imported torch installation (the memo's part of the key)."""
     torch = sys.modules.get("torch")
+    where = getattr(torch, "__file__", None)
+    try:
+        st = os.stat(os.path.join(os.path.dirname(where), "version.py")) if where else None
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] if st else None
+    except OSError:
+        stamp = None
+    return [where, getattr(torch, "__version__", None), str(getattr(getattr(torch, "version", None), "git_version", "")),
+            stamp]
+
+
+def _memo_key(args: dict) -> str:
     facts = {
         "v": MEMO_VERSION, "args": args, "env": {k: os.environ.get(k) for k in TORCH_ENV},
-        "torch": [getattr(torch, "__file__", None), getattr(torch, "__version__", None)],
-        "python": [sys.executable, sys.version], "cwd": os.getcwd(),
+        "torch": _torch_identity(), "python": [sys.executable, sys.version], "cwd": os.getcwd(),
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:40]
+
+
+def _renamed(got: dict, old: str, new: str) -> Lines:
+    """Lines written for extension ``old``, for extension ``new`` (the name define swapped)."""
+    def swap(flags: list[str]) -> list[str]:
+        return [NAME_DEFINE + new if f == NAME_DEFINE + old else f for f in flags]
+
+    return Lines(**{k: swap(v) if k in ("cflags", "cuda_cflags") else v for k, v in got.items()})
+
+
+def _name_only_in_define(got: Lines, name: str) -> bool:
+    """The name appears in the lines only as the name define (else they are memoised per name)."""
+    return not any(name in f for v in got.as_dict().values() for f in v if f != NAME_DEFINE + name)
+
+
+def _read_memo(path: Path, name: str) -> Lines | None:
+    try:
+        got = json.loads(path.read_text())
+        return _renamed(got["lines"], got["name"], name)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _write_memo(path: Path, name: str, got: Lines) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"name": name, "lines": got.as_dict()}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache still works, it only asks torch every time
 
 
 def lines(memo_dir: Path, name: str, sources: list[str], extra_cflags: list[str],
           extra_cuda_cflags: list[str], extra_ldflags: list[str], extra_include_paths: list[str],
           with_cuda: bool, is_standalone: bool) -> Lines:
-    """torch's lines for these arguments, from the on-disk memo when they were asked before."""
-    args = dict(name=name, sources=[os.path.abspath(s) for s in sources], extra_cflags=extra_cflags,
-                extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                extra_include_paths=extra_include_paths, with_cuda=with_cuda, is_standalone=is_standalone)
+    """torch's lines for these arguments, from the on-disk memo when lines for the same flag
+    arguments (any extension name, any sources) were asked before on this installation. A name
+    that also occurs inside another flag (a path, say) is memoised under its own key."""
+    key_args = dict(extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+                    extra_include_paths=extra_include_paths, with_cuda=with_cuda, is_standalone=is_standalone)
     memo = with_cuda is False or bool(os.environ.get("TORCH_CUDA_ARCH_LIST"))
-    path = Path(memo_dir) / "torch_flags" / f"{_memo_key(args)}.json"
+    base = Path(memo_dir) / "torch_flags"
+    shared = base / f"{_memo_key(key_args)}.json"
+
+    def own() -> Path:
+        return base / f"{_memo_key({**key_args, 'name': name})}.json"
+
     if memo:
-        try:
-            return Lines(**json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            pass
-    got = from_torch(**args)
+        got = _read_memo(shared, name) or _read_memo(own(), name)
+        if got is not None:
+            return got
+    got = from_torch(name=name, sources=[os.path.abspath(s) for s in sources], **key_args)
     if memo:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(got.as_dict()))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only cache still works, it only asks torch every time
+        _write_memo(shared if _name_only_in_define(got, name) else own(), name, got)
     return got
 
 
