@@ -29,6 +29,7 @@ from array import array
 from pathlib import Path
 
 from .key import DepCheck
+from .recall import stat_array
 
 FILENAME = "hit.rec"
 _MAGIC = b"KCHR"
@@ -206,16 +207,8 @@ class HitRecord:
 
     def _verify(self, paths: list[bytes], base: int, refreshed: dict[str, list[int]]) -> str | None:
         """Check ``paths`` (the deps from index ``base`` on); None when they held."""
-        cur = array("q")
-        put, stat = cur.append, os.stat
-        try:
-            for p in paths:
-                st = stat(p)
-                put(st.st_size)
-                put(st.st_mtime_ns)
-                put(st.st_ctime_ns)
-                put(st.st_ino)
-        except OSError:
+        cur, ok = stat_array(paths)
+        if not ok:
             return f"header {self._anchored(base + len(cur) // _FIELDS)} no longer exists"
         rec = self.stats[base * _FIELDS:(base + len(paths)) * _FIELDS]
         if cur == rec:

@@ -72,7 +72,10 @@ def digest(kind: str, call: tuple, env_prefix: str | None = None) -> str | None:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
-def _stats(paths: list[bytes]) -> array | None:
+def stat_array(paths: list[bytes]) -> tuple[array, bool]:
+    """(size, mtime_ns, ctime_ns, inode) of each path into one int64 array, and whether every
+    path could be stat-ed (the array stops at the first that could not). The one stat rule of
+    the hit record's check (``deprecord``) and of a recalled call."""
     cur = array("q")
     put, stat = cur.append, os.stat
     try:
@@ -83,8 +86,8 @@ def _stats(paths: list[bytes]) -> array | None:
             put(st.st_ctime_ns)
             put(st.st_ino)
     except OSError:
-        return None
-    return cur
+        return cur, False
+    return cur, True
 
 
 def _read(d: str) -> tuple | None:
@@ -101,8 +104,8 @@ def _read(d: str) -> tuple | None:
 def holds(rec: tuple) -> bool:
     """Does everything the recorded answer rests on still stand?"""
     _fmt, _name, _eid, _edir, _so, _how, paths, stats, absent, stamp = rec
-    cur = _stats(paths.split(b"\0"))
-    if cur is None or cur.tobytes() != stats:
+    cur, ok = stat_array(paths.split(b"\0"))
+    if not ok or cur.tobytes() != stats:
         return False
     exists = os.path.exists
     if absent and any(exists(p) for p in absent.split(b"\0")):

@@ -10,7 +10,6 @@ identity and schemas like any entry.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -18,6 +17,7 @@ from .. import manifest as manifest_mod
 from .. import process_state
 from .. import toolchain
 from ..layout import Layout
+from ..recall import distributions_stamp
 from ..settings import Settings
 from .entry import Entry
 
@@ -44,42 +44,14 @@ def entry_point_roots(settings: Settings) -> list[Path]:
 
     Scanning package metadata costs milliseconds on every process start (tens with a few
     hundred distributions), so the result is memoised on disk, keyed by what changes when
-    distributions do (:func:`_distributions_stamp`).
+    distributions do (``kernelcache.recall.distributions_stamp``, the key a recalled call checks too).
     """
     global _ep_roots
     if _ep_roots is None:
-        value = toolchain.disk_memo("entry_points", _distributions_stamp(),
+        value = toolchain.disk_memo("entry_points", distributions_stamp(),
                                     lambda: {"roots": _scan_entry_points()}, settings.memo_dir)
         _ep_roots = [Path(r) for r in value["roots"]]
     return _ep_roots
-
-
-def _distributions_stamp() -> tuple:
-    """Per ``sys.path`` entry, what installing, removing or reinstalling a distribution changes.
-
-    An install directory: its mtime (pip adds, removes or replaces a ``*.dist-info`` directory
-    in it; writing files deeper down does not move it). The working directory (``''`` or the
-    cwd itself, where scripts write files all the time): the names and mtimes of the
-    ``*.dist-info``/``*.egg-info`` directories in it, which is all ``importlib.metadata`` reads
-    there. A missing entry is part of the stamp too (it may appear later).
-    """
-    cwd = os.getcwd()
-    stamp = []
-    for p in sys.path:
-        d = p or cwd
-        try:
-            if os.path.abspath(d) != cwd:
-                stamp.append((p, os.stat(d).st_mtime_ns))
-                continue
-            metas = []
-            with os.scandir(d) as it:
-                for e in it:
-                    if e.name.endswith((".dist-info", ".egg-info")):
-                        metas.append((e.name, e.stat().st_mtime_ns))
-            stamp.append((p, tuple(sorted(metas))))
-        except OSError:
-            stamp.append((p, None))
-    return tuple(stamp)
 
 
 def _forget_entry_point_roots() -> None:
