@@ -63,13 +63,27 @@ def digest(kind: str, call: tuple, env_prefix: str | None = None) -> str | None:
             return None
     own = sorted((k, env[k]) for k in env if k.startswith(env_prefix)) if env_prefix else ()
     try:
-        data = marshal.dumps((FORMAT, kind, call, tuple(kc), tuple(own), tuple(env.get(k) for k in ENV), os.getcwd(),
+        # the toolkit a CUDA_HOME spelling (or the default) points at now: a retargeted symlink
+        # is another toolkit, though every file of the old one still holds its stat
+        cuda = os.path.realpath(env.get("CUDA_HOME") or env.get("CUDA_PATH") or "/usr/local/cuda")
+        data = marshal.dumps((FORMAT, kind, call, tuple(kc), tuple(own), tuple(env.get(k) for k in ENV), cuda,
+                              os.getcwd(),
                               os.uname()[1], sys.executable, sys.version, sys.byteorder), 2)  # version 2: no refcount-dependent refs
     except (ValueError, OSError):
         return None
     import hashlib
 
     return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def real_paths(paths: Any) -> list[str]:
+    """Where ``paths`` (one path, or several) lead now, symlinks followed: part of a digest, since
+    the full path resolves them (a retargeted link names other files, whose old ones still hold)."""
+    if paths is None:
+        return []
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    return [os.path.realpath(os.path.expanduser(os.fsdecode(p))) for p in paths]
 
 
 def stat_array(paths: list[bytes]) -> tuple[array, bool]:

@@ -2,9 +2,10 @@
 
 What decides the full path's answer for a ``JitSpecNvcc`` without computing FlashInfer's flags
 (6 ms of ``sysconfig`` and ``nvcc --version`` on a process's first module): the spec's own
-fields, the bytes of its generated sources (what the snapshot would copy), FlashInfer's version
-and the file its flag builders live in, and every ``FLASHINFER_*`` variable (the extra flags,
-the arch list). The rest (nvcc, the host compiler, the module's headers and static sources,
+fields (paths also as their symlinks lead now), the bytes of its generated sources (what the
+snapshot would copy), FlashInfer's version and the file its flag builders live in, torch's
+version and C++ ABI (read by those builders), and every ``FLASHINFER_*`` variable (the extra
+flags, the arch list). The rest (nvcc, the host compiler, the module's headers and static sources,
 tvm-ffi) is witnessed by stats when the answer is recorded (``kernelcache.recall_write``).
 """
 from __future__ import annotations
@@ -18,14 +19,17 @@ from . import _snapshot
 
 
 def _version_facts() -> tuple:
+    """FlashInfer's version and flag-builder file, and what of torch its flags read (the C++ ABI)."""
     import flashinfer.jit.cpp_ext as cpp_ext
+    import torch  # imported by flashinfer itself
 
     try:
         from flashinfer.version import __version__ as version
     except ImportError:  # pragma: no cover - every release we gate on has it
         version = "unknown"
     st = os.stat(cpp_ext.__file__)
-    return (version, cpp_ext.__file__, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return (version, cpp_ext.__file__, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+            str(torch.__version__), bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
 
 
 def digest(jit_spec: Any) -> str | None:
@@ -39,6 +43,7 @@ def digest(jit_spec: Any) -> str | None:
         files = _snapshot.files_of(list(gen)) if gen else {}
         call = (jit_spec.name, sources, _plain(jit_spec.extra_cflags), _plain(jit_spec.extra_cuda_cflags),
                 _plain(jit_spec.extra_ldflags), [str(d) for d in jit_spec.extra_include_dirs or ()],
+                recall.real_paths(list(jit_spec.extra_include_dirs or ())), recall.real_paths(sources),
                 bool(jit_spec.is_class), bool(jit_spec.needs_device_linking),
                 sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items()), _version_facts())
     except (OSError, TypeError, AttributeError):

@@ -41,7 +41,7 @@ def load_inline(
     if settings is None and not _links_objects(extra_ldflags):
         d = recall.digest("tvm_ffi.load_inline", (name, cpp_sources, cuda_sources, functions, extra_cflags,
                                                   extra_cuda_cflags, extra_ldflags, extra_include_paths,
-                                                  embed_cubin, backend))
+                                                  embed_cubin, backend, recall.real_paths(extra_include_paths)))
         mod = recall.recall(d) if d is not None else None
         if mod is not None:
             return mod
@@ -76,7 +76,9 @@ def load(
     d = None
     if settings is None and not _links_objects(sources, cpp_files, cuda_files, extra_ldflags):
         d = recall.digest("tvm_ffi.load", (name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags,
-                                           extra_ldflags, extra_include_paths, backend))
+                                           extra_ldflags, extra_include_paths, backend,
+                                           [recall.real_paths(g) for g in (sources, cpp_files, cuda_files,
+                                                                           extra_include_paths)]))
         mod = recall.recall(d) if d is not None else None
         if mod is not None:
             return mod

@@ -48,7 +48,9 @@ def probe(dropin_env, tmp_path: Path):
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "recall_value.h").write_text("#define RECALL_VALUE 1\n")
-    code = PROBE.format(src=SRC, inc=str(inc))
+    link = tmp_path / "inc-link"  # the include path the calls name: a symlink a test may retarget
+    link.symlink_to(inc)
+    code = PROBE.format(src=SRC, inc=str(link))
     pycache = tmp_path / "pycache"  # bytecode is written (as an installed package has it)
 
     def run(**extra: str) -> dict:
@@ -62,6 +64,7 @@ def probe(dropin_env, tmp_path: Path):
         return out
 
     run.header = inc / "recall_value.h"
+    run.link = link
     run.env = dropin_env
     return run
 
@@ -77,13 +80,13 @@ def test_a_repeated_call_is_recalled_without_the_loader_and_counted_as_a_hit(pro
 
 def test_a_recalled_load_stays_under_the_pending_collection(probe) -> None:
     """After ``import tvm_ffi`` (which imports torch when it is installed) a full collection over
-    torch's objects is pending; ~300 new objects set it off. Import + two recalled loads keep far
-    fewer alive, so it does not run inside them."""
+    torch's objects is pending; ~300 new objects set it off. Import + two recalled loads keep fewer
+    alive, so it does not run inside them."""
     probe()
     out = probe()
     assert out["recalled"] and out["full_gc"] == 0, out
-    out = probe(PROBE_GC="off")
-    assert out["recalled"] and out["allocated"] < 250, out
+    out = probe(PROBE_GC="off")  # here: ~255 (import ~190, two loads ~65); the collection fires at ~300
+    assert out["recalled"] and out["allocated"] < 280, out
 
 
 def test_a_header_edited_with_its_mtime_restored_is_not_recalled(probe) -> None:
@@ -128,3 +131,19 @@ def test_a_removed_entry_or_a_replaced_compiler_is_not_recalled(probe) -> None:
     cxx.write_text(cxx.read_text() + "\n# another compiler build\n")
     out = probe()
     assert (out["value"], out["recalled"], out["compiles"]) == (1, False, 1)
+
+
+def test_an_include_path_whose_symlink_now_leads_elsewhere_is_not_recalled(probe, tmp_path: Path) -> None:
+    """Every file the first answer read still holds its stat; the call names the same path; but
+    that path now leads to other headers, which the full path resolves and compiles."""
+    probe()
+    assert probe()["recalled"]
+    other = tmp_path / "inc-other"
+    other.mkdir()
+    (other / "recall_value.h").write_text("#define RECALL_VALUE 7\n")
+    tmp_link = tmp_path / "inc-link.new"
+    tmp_link.symlink_to(other)
+    os.replace(tmp_link, probe.link)
+    out = probe()
+    assert (out["value"], out["recalled"], out["compiles"]) == (7, False, 1)
+    assert probe()["recalled"]
