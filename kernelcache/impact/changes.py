@@ -52,6 +52,8 @@ class ChangeSet:
         return self.error is None
 
     def add(self, c: Change) -> None:
+        if bytecode(c.path):
+            return
         cur = self.changes.get(c.path)
         if cur is None or (cur.kind == MODIFIED and c.kind != MODIFIED):
             self.changes[c.path] = c
@@ -165,11 +167,20 @@ def changed_files(start: Path | str, since: str, also_since: Iterable[str] = ())
             if rev and rev != cs.base:
                 out = git(root, "diff", "--name-status", "-z", "-M", rev).stdout
                 for c in parse_name_status(out, f"changed since {rev[:12]}, when the impact map recorded it"):
-                    chs[c.path] = c
+                    if not bytecode(c.path):
+                        chs[c.path] = c
             cs.since_commit[rev] = chs
     except GitError as e:
         cs.error = str(e)
     return cs
+
+
+def bytecode(path: str) -> bool:
+    """Python's bytecode cache (``__pycache__/*.pyc``, pytest's rewritten ones too), written by
+    every run where no ``.gitignore`` names it, and committed by a careless ``git add -A``:
+    derived from its source, which the interpreter checks at import (a ``.pyc`` under
+    ``__pycache__`` is never imported without it), so it never changes an outcome by itself."""
+    return path.endswith(".pyc") and "__pycache__" in path.split("/")
 
 
 def repo_files(root: Path | str, pattern: str = "") -> list[str]:

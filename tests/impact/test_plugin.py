@@ -74,7 +74,7 @@ def test_docs_only_runs_nothing_and_passes(proj):
     proj.commit("docs")
     run = proj.affected("HEAD~1")
     assert run.rc == 0, run.out
-    assert run.selection["n_selected"] == 0 and run.selection["n_deselected"] == len(ALL)
+    assert run.selection["n_selected"] == 0 and run.selection["n_deselected"] == len(ALL), run.selection
     assert run.outcomes == {} and f"{len(ALL)} deselected" in run.out
 
 

@@ -174,6 +174,8 @@ def test_flashinfer_include_discovery(monkeypatch, tmp_path):
     (tmp_path / "flashinfer" / "sampling.cuh").write_text("// stub\n")
     assert ss.flashinfer_include_dir() == str(tmp_path.resolve())
     monkeypatch.delenv("KERNELCACHE_FLASHINFER_INCLUDE")
+    for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+        monkeypatch.delitem(sys.modules, name)  # an earlier test of this process may have imported it
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "flashinfer" else real(n, *a))
     with pytest.raises(ToolchainError, match="pip install flashinfer-python"):
