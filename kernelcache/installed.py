@@ -66,7 +66,9 @@ _listings_memo: dict[str, tuple[list, dict]] = {}  # root -> (RECORD identities,
 process_state.register("installed.listings", _listings_memo.clear)
 
 
-def _editable(dist_info: str) -> bool:
+def editable(dist_info: str) -> bool:
+    """Is the distribution behind ``dist_info`` an editable install (its files are the project's,
+    not what its RECORD lists)? Unreadable metadata counts as editable (not known to be plain)."""
     try:
         with open(os.path.join(dist_info, "direct_url.json"), "rb") as f:
             info = json.loads(f.read())
@@ -98,7 +100,7 @@ def _rows(text: str) -> list[tuple[str, str]]:
 
 def _parsed(di: str, text: str) -> list[tuple[str, str]] | None:
     """A distribution's listed files (normalised), None for an editable install."""
-    if _editable(di):
+    if editable(di):
         return None
     return [(os.path.normpath(rel), digest) for rel, digest in _rows(text) if not rel.startswith("..")]
 

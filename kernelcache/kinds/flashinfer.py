@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 
 from .. import process_state, validate
 from ..errors import BuildError
+from ..installed import editable
 from ..manifest import Manifest
 from ..spec import KernelSpec
 from .tvm_ffi import TvmFfi
@@ -108,7 +108,7 @@ def installed_hashes() -> dict[str, str] | None:
     if memo_key in _record_memo:
         return _record_memo[memo_key]
     out: dict[str, str] | None = None
-    if not _editable(info):
+    if not editable(info):
         out = {}
         with open(record, encoding="utf-8") as f:
             for line in f:
@@ -117,17 +117,6 @@ def installed_hashes() -> dict[str, str] | None:
                     out[path] = rest[7:].split(",", 1)[0]
     _record_memo[memo_key] = out
     return out
-
-
-def _editable(dist_info: str) -> bool:
-    try:
-        with open(os.path.join(dist_info, "direct_url.json"), "rb") as f:
-            info = json.loads(f.read())
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError):
-        return True  # unreadable: not known to be a plain install
-    return not isinstance(info, dict) or bool((info.get("dir_info") or {}).get("editable"))
 
 
 def version_refusal(m: Manifest) -> validate.Rejection | None:
