@@ -295,11 +295,12 @@ def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]
 
 # -- public API ----------------------------------------------------------------------------------
 def load_with_result(spec: KernelSpec, settings: Settings | None = None, *,
-                     recall: str | None = None) -> tuple[Any, WarmResult]:
+                     recall: str | None = None, recall_note: str | None = None) -> tuple[Any, WarmResult]:
     """Like load(), also returning what happened (hit/built/prebuilt/remote, seconds, reason).
 
     ``recall``: a drop-in call's digest (``kernelcache.recall.digest``); the answer is recorded
-    under it so that the same call in a later process is recalled without the loader."""
+    under it so that the same call in a later process is recalled without the loader;
+    ``recall_note``: a string recorded with it and handed back to the recalling drop-in."""
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"kernelcache.load expects a KernelSpec, got {type(spec).__name__}")
     s = resolve(settings)
@@ -308,7 +309,7 @@ def load_with_result(spec: KernelSpec, settings: Settings | None = None, *,
     if recall is not None:
         from . import recall_write  # a full load only: never on a recalled one
 
-        recall_write.remember(recall, spec, s, res.status, res.entry_path)
+        recall_write.remember(recall, spec, s, res.status, res.entry_path, recall_note)
     return mod, res
 
 

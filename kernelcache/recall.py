@@ -24,11 +24,11 @@ import marshal
 import os
 import sys
 from array import array
-from typing import Any
+from typing import Any, Callable
 
 from . import environ
 
-FORMAT = 1
+FORMAT = 2
 # kernelcache.layout's RECALL and VERSION (not imported: ~60 objects; tests/unit asserts them equal)
 DIRNAME = "recall"
 LAYOUT_VERSION = "v1"
@@ -105,19 +105,31 @@ def stat_array(paths: list[bytes]) -> tuple[array, bool]:
 
 
 def _read(d: str) -> tuple | None:
+    return read_file(memo_path(d))
+
+
+def read_file(path: str) -> tuple | None:
+    """One memo as written (None: unreadable, damaged or of another format)."""
     try:
-        with open(memo_path(d), "rb") as f:
+        with open(path, "rb") as f:
             rec = marshal.loads(f.read())
     except (OSError, ValueError, EOFError, TypeError):
         return None
-    if type(rec) is not tuple or len(rec) != 10 or rec[0] != FORMAT:
+    if type(rec) is not tuple or len(rec) != 11 or rec[0] != FORMAT:
         return None
     return rec
 
 
+def orphaned(path: str) -> bool:
+    """Is the memo at ``path`` of no further use (unreadable, another format, or its entry gone)?
+    ``kernelcache prune`` removes such memos; a live one is rewritten by the next full path."""
+    rec = read_file(path)
+    return rec is None or not os.path.isdir(rec[3])
+
+
 def holds(rec: tuple) -> bool:
     """Does everything the recorded answer rests on still stand?"""
-    _fmt, _name, _eid, _edir, _so, _how, paths, stats, absent, stamp = rec
+    _fmt, _name, _eid, _edir, _so, _how, paths, stats, absent, stamp, _note = rec
     cur, ok = stat_array(paths.split(b"\0"))
     if not ok or cur.tobytes() != stats:
         return False
@@ -134,12 +146,19 @@ def recall(d: str) -> Any:
     return None if got is None else got[0]
 
 
-def recall_entry(d: str) -> tuple[Any, str] | None:
-    """``recall`` with the path of the entry's binary: (module, path) or None."""
+def recall_entry(d: str, accept: Callable[[str, Any], bool] | None = None) -> tuple[Any, str, str, Any] | None:
+    """``recall`` with what the caller may need besides the module: (module, path of the entry's
+    binary, entry id, the note the drop-in recorded with the answer), or None.
+
+    ``accept(name, note)``: asked before anything is loaded, with the name the entry was built
+    under and the note; False sends the call down the full path (the torch drop-in: the name its
+    in-process versioning gives these inputs now is not the one the entry was built as)."""
     rec = _read(d)
     if rec is None or not holds(rec):
         return None
-    name, eid, edir, so, how = rec[1], rec[2], rec[3], rec[4], rec[5]
+    name, eid, edir, so, how, note = rec[1], rec[2], rec[3], rec[4], rec[5], rec[10]
+    if accept is not None and not accept(name, note):
+        return None
     mod = MODULES.get((edir, eid))
     if mod is None:
         try:
@@ -150,17 +169,30 @@ def recall_entry(d: str) -> tuple[Any, str] | None:
         if seen is not None and seen != ino:
             return None  # dlopen caches that path for other bytes: the full path loads a private copy
         try:
-            mod = _load(so, how)
+            mod = _load(so, how, name)
         except Exception:  # noqa: BLE001 - a module that does not load now: the full path judges it
             return None
-        DLOPENED[so] = ino
+        if how != "path":
+            DLOPENED[so] = ino
         MODULES[(edir, eid)] = mod
     _used(edir)
     _report(name, eid)
-    return mod, so
+    return mod, so, eid, note
 
 
-def _load(so: str, how: str) -> Any:
+def _load(so: str, how: str, name: str) -> Any:
+    """Load as the entry's kind admits it (``kinds.base.Kind.recall_load``)."""
+    if how == "path":  # an executable: handed out, never loaded
+        return so
+    if how in ("torch_python", "torch_library"):
+        import torch  # the binary links libtorch: its libraries first
+
+        if how == "torch_library":
+            torch.ops.load_library(so)
+            return so
+        from .surface import import_path
+
+        return import_path(name, so)
     import tvm_ffi
 
     if how == "bind_now":  # as the tvm-ffi kind admits it: every symbol resolved now
@@ -205,11 +237,16 @@ def distributions_stamp() -> tuple:
     in it; writing files deeper down does not move it). The working directory (``''`` or the
     cwd itself, where scripts write files all the time): the names and mtimes of the
     ``*.dist-info``/``*.egg-info`` directories in it, which is all ``importlib.metadata`` reads
-    there. A missing entry is part of the stamp too (it may appear later).
+    there. A missing entry is part of the stamp too (it may appear later). Left out: the
+    directory of setuptools' vendored packages, which importing setuptools appends to
+    ``sys.path`` (``torch.utils.cpp_extension`` imports it, so a process whose full path wrote
+    torch's flag lines has it and the next one does not; no companion wheel lives there).
     """
     cwd = os.getcwd()
     stamp = []
     for p in sys.path:
+        if p.endswith(_VENDORED):
+            continue
         d = p or cwd
         try:
             if os.path.abspath(d) != cwd:
@@ -224,6 +261,9 @@ def distributions_stamp() -> tuple:
         except OSError:
             stamp.append((p, None))
     return tuple(stamp)
+
+
+_VENDORED = tuple(os.sep + os.path.join(pkg, "_vendor") for pkg in ("setuptools", "pkg_resources"))
 
 
 def write(d: str, rec: tuple, base: str | None = None) -> None:

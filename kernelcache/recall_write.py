@@ -71,8 +71,10 @@ class _Witnesses:
         return self.add(found)
 
 
-def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: Status, entry_path: str) -> bool:
-    """Record the answer of the call with ``digest`` (best effort). Returns whether it did."""
+def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: Status, entry_path: str,
+             note: str | None = None) -> bool:
+    """Record the answer of the call with ``digest`` (best effort). Returns whether it did.
+    ``note``: handed back with a recalled module (``recall.recall_entry``)."""
     how = kinds.of(spec.kind).recall_load
     if digest is None or how is None or status not in (Status.HIT, Status.BUILT):
         return False
@@ -91,7 +93,7 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
         return False
     head = w[1]
     rec = (recall.FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
-           b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.distributions_stamp())
+           b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.distributions_stamp(), note)
     recall.write(digest, rec, str(settings.cache_dir))
     return True
 

@@ -15,16 +15,33 @@ content-addressed (two checkouts with one extension name never thrash) and a bin
 (manifest, sha256, identity, exported surface) before it is imported. See
 docs/torch_cpp_extension_dropin.md.
 
-Importing this module patches nothing and imports neither torch nor tvm_ffi. It does import
-what a warm call runs (the loader, the torch kinds, the generated-sources store): torch's own
-``torch.utils.cpp_extension`` pays its imports when it is imported (~270 ms), and a call that
-first imports ~25 modules costs more than torch's whole warm call (issue 24).
+Importing this module patches nothing and imports neither torch nor tvm_ffi; it imports the two
+loading functions' front (``_front``: a call answered before is recalled without the loader, in
+less time than torch's own warm call) and the rest on first use.
 """
 from __future__ import annotations
 
-from . import _warm  # noqa: F401 - the warm call's modules, imported now rather than in the first call
-from ._api import ExtensionBuildError, inline_files, load, load_inline, make_spec
-from ._patch import install, is_installed, uninstall
+from typing import TYPE_CHECKING, Any
+
+from ._front import load, load_inline
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._api import ExtensionBuildError, inline_files, make_spec
+    from ._patch import install, is_installed, uninstall
 
 __all__ = ["load", "load_inline", "install", "uninstall", "is_installed", "make_spec", "inline_files",
            "ExtensionBuildError"]
+
+_LAZY = {"ExtensionBuildError": "_api", "inline_files": "_api", "make_spec": "_api",
+         "install": "_patch", "uninstall": "_patch", "is_installed": "_patch"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{where}", __name__), name)
+    globals()[name] = value
+    return value

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BuildError, SpecError
 from ..spec import KernelSpec
-from . import _flags, _versions
+from . import _flags, _torch_side, _versions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
@@ -162,11 +162,12 @@ def _verbose(name: str, res: Any) -> None:
     print(f"kernelcache: extension {name}: {res.status} ({res.reason or 'cached'}) {res.so_path}", flush=True)
 
 
-def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str = "") -> tuple[Any, Any]:
+def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str = "",
+               recall: str | None = None, note: str | None = None) -> tuple[Any, Any]:
     import kernelcache
 
     try:
-        mod, res = kernelcache.load_with_result(spec, settings)
+        mod, res = kernelcache.load_with_result(spec, settings, recall=recall, recall_note=note)
     except ExtensionBuildError:
         raise
     except BuildError as e:  # one error, worded like torch's: the compiler output appears once
@@ -192,24 +193,8 @@ def _input_digest(spec: KernelSpec) -> str:
                             [spec.kind, *(f"{k}={v}" for k, v in spec.abi.items())])
 
 
-def _output_copy(so_path: str, build_directory: Any, filename: str) -> None:
-    """Where torch would have written its output, the entry's binary too (a hard link, else a copy):
-    callers inspect ``build_directory`` (torch's own tests run ``cuobjdump`` on it). Nothing there
-    is ever read back: the entry in the cache stays the one that is loaded."""
-    import shutil
-
-    d = Path(os.path.abspath(os.path.expanduser(str(build_directory))))
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / f".{filename}.{os.getpid()}.tmp"
-    try:
-        os.link(so_path, tmp)
-    except OSError:
-        shutil.copy2(so_path, tmp)
-    os.replace(tmp, d / filename)
-
-
 def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str = "",
-                   build_directory: Any = None) -> Any:
+                   build_directory: Any = None, recall: str | None = None) -> Any:
     """Load ``spec`` under torch's in-process module name for its inputs, checked by identity.
 
     The first inputs of a name in this process load as ``name``; other inputs as ``name_v1``,
@@ -223,7 +208,7 @@ def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: 
         if verbose and new and version > 0:
             print(f"The input conditions for extension module {spec.name} have changed. "
                   f"Bumping to version {version} and re-building as {target}...", flush=True)
-        mod, res = _load_spec(renamed(spec, target), settings, verbose, kept)
+        mod, res = _load_spec(renamed(spec, target), settings, verbose, kept, recall, d)
         if any(f == "-Winvalid-pch" for f in spec.cflags) and res.status == "built":
             from ._pch import warn_if_unused
 
@@ -231,7 +216,7 @@ def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: 
         if not isinstance(mod, ModuleType) or _versions.claim(mod, res.entry_id):  # a library or executable: a path
             _versions.loaded(spec.name, d, version)
             if build_directory is not None:
-                _output_copy(res.so_path, build_directory, Path(res.so_path).name)
+                _torch_side.output_copy(res.so_path, build_directory, Path(res.so_path).name)
             return mod
         version, new = _versions.bump(spec.name, version), True
     raise RuntimeError(f"extension {spec.name!r}: the module imported as {target!r} belongs to another "
@@ -241,7 +226,7 @@ def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: 
 def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None,
          extra_include_paths=None, build_directory=None, verbose=False, with_cuda: bool | None = None,
          with_sycl: bool | None = None, is_python_module=True, is_standalone=False, keep_intermediates=True,
-         *, settings: "Settings | None" = None):
+         *, settings: "Settings | None" = None, _recall: str | None = None):
     """Build (or find in the cache), validate and load a torch C++/CUDA extension.
 
     Same arguments and results as ``torch.utils.cpp_extension.load``: a pybind11 module, the
@@ -259,14 +244,14 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
     spec = make_spec(name, _list(sources), extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                      extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths, with_cuda=with_cuda,
                      is_python_module=is_python_module, is_standalone=is_standalone, settings=s)
-    return load_versioned(spec, s, verbose, build_directory=build_directory)
+    return load_versioned(spec, s, verbose, build_directory=build_directory, recall=_recall)
 
 
 def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
                 extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
                 build_directory=None, verbose=False, with_cuda=None, with_sycl=None, is_python_module=True,
                 with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
-                no_implicit_headers=False, *, settings: "Settings | None" = None):
+                no_implicit_headers=False, *, settings: "Settings | None" = None, _recall: str | None = None):
     """Like :func:`load`, from source strings (``torch.utils.cpp_extension.load_inline``'s signature).
 
     The generated ``main.cpp``/``cuda.cu`` (same text as torch's, ``functions=`` bindings included)
@@ -293,7 +278,8 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
             from . import _pch
 
             spec = _pch.apply(spec, s)
-        mod = load_versioned(spec, s, verbose, kept=str(root), build_directory=build_directory)
+        mod = load_versioned(spec, s, verbose, kept=str(root), build_directory=build_directory,
+                             recall=None if use_pch else _recall)
         if use_pch:
             _pch.publish_for_torch(spec, _list(extra_cflags), _list(extra_include_paths))
         return mod
@@ -307,25 +293,8 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
         raise
 
 
-_ORIGINALS: dict[str, Any] = {}  # torch's own functions, saved by _patch.install
-
-
-def save_original(fn: str, value: Any) -> None:
-    """Remember torch's own ``fn`` (SYCL calls are handed to it while the patch is installed)."""
-    _ORIGINALS[fn] = value
-
-
-def original(fn: str) -> Any:
-    """torch's own function ``fn`` (the saved one while patched: never the replacement)."""
-    return _original(fn)
-
-
 def _original(fn: str) -> Any:
-    if fn in _ORIGINALS:
-        return _ORIGINALS[fn]
-    import torch.utils.cpp_extension as tce
-
-    return getattr(tce, fn)
+    return _torch_side.original(fn)
 
 
 def torch_loaded() -> bool:

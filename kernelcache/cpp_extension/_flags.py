@@ -29,11 +29,9 @@ import tempfile
 from pathlib import Path
 
 from ..records import FrozenRecord
+from ._torch_side import TORCH_ENV
 from ._versions import NAME_DEFINE
 
-# Environment variables torch's writer or its helpers read while producing the lines.
-TORCH_ENV = ("TORCH_CUDA_ARCH_LIST", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "CUDA_INC_PATH", "CUDNN_HOME",
-             "PYTORCH_NVCC", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "ROCM_HOME", "CUDA_VISIBLE_DEVICES")
 MEMO_VERSION = 2
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..dropin.adapter import Adapter, routed
-from . import _api
+from . import _front, _torch_side
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
@@ -27,12 +27,13 @@ def _modules() -> dict[str, Any]:
 
 
 def _replacement(name: str, settings: "Settings | None") -> Callable[..., Any]:
-    return routed(getattr(_api, name), settings)
+    # through the front: a routed call is recalled like a direct one (the full path on a miss)
+    return routed(getattr(_front, name), settings)
 
 
 def _saved(originals: dict[tuple[str, str], Any]) -> None:
     for name in NAMES:  # the drop-in's fallbacks call torch's own functions, never ours
-        _api.save_original(name, originals[(_TARGET, name)])
+        _torch_side.save_original(name, originals[(_TARGET, name)])
 
 
 ADAPTER = Adapter("torch", _modules, NAMES, _replacement, _saved)

@@ -96,7 +96,7 @@ def load(jit_spec: Any, settings: Any) -> Any:
         d = _recall.digest(jit_spec)
         got = recall.recall_entry(d) if d is not None else None
         if got is not None:
-            module, so = got
+            module, so = got[0], got[1]
             with _lock:
                 _loaded[jit_spec.name] = Path(so)
             return _adapted(jit_spec, module)

@@ -37,8 +37,9 @@ class Kind:
     in_process = True  # loaded into this process (dlopen): a replaced path loads from a private copy
     stamp_binary = True  # after one sha256 check, the binary's stat stands in for its hash
     # how kernelcache.recall loads an entry of this kind without the loader ("bind_now": dlopen
-    # with every symbol resolved, then tvm_ffi.load_module; "lazy": tvm_ffi.load_module only);
-    # None: never recalled (Python modules, executables: their admission is more than a load)
+    # with every symbol resolved, then tvm_ffi.load_module; "lazy": tvm_ffi.load_module only;
+    # "torch_python": import torch, then the module from its file; "torch_library": import
+    # torch, then torch.ops.load_library; "path": the path handed out); None: never recalled
     recall_load: str | None = None
 
     def so_name(self, spec_name: str) -> str:

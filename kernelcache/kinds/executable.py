@@ -17,6 +17,7 @@ class Executable(Kind):
     report_label = "torch extension"
     shared = False
     in_process = False  # its path is handed out, never dlopen'ed here
+    recall_load = "path"
 
     def so_name(self, spec_name: str) -> str:
         return spec_name

@@ -13,6 +13,7 @@ class TorchLibrary(TorchKind):
     name = "torch_library"
     label = "torch extension (library)"
     report_label = "torch extension"
+    recall_load = "torch_library"  # as load_checked below loads it
 
     def load_checked(self, spec: KernelSpec, recorded: dict, path: Path) -> tuple[Any, validate.Rejection | None]:
         import torch

@@ -13,6 +13,7 @@ class TorchPython(TorchKind):
     name = "torch_python"
     label = "torch extension"
     report_label = "torch extension"
+    recall_load = "torch_python"  # as load_checked below imports it (the identity was checked when recorded)
     light_surface = True  # its import needs torch's libraries, rarely torch's Python package
 
     def load_checked(self, spec: KernelSpec, recorded: dict, path: Path) -> tuple[Any, validate.Rejection | None]:

@@ -229,8 +229,26 @@ class LocalStore:
                 pass
         if max_age_s is not None:
             self._age_out_dropin(now - max_age_s)
+        self._drop_orphaned_recalls()
         self.sweep_tmp()
         return evicted
+
+    def _drop_orphaned_recalls(self) -> None:
+        """Recalled-call memos (``recall/``) whose entry is gone, or that cannot be read: a memo
+        of a live entry stays (it is rewritten whenever the full path answers that call)."""
+        from .. import recall
+
+        try:
+            with os.scandir(self.layout.recall) as it:
+                memos = [e.path for e in it if e.is_file(follow_symlinks=False)]
+        except OSError:
+            return
+        for p in memos:
+            if recall.orphaned(p):
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
 
     def _age_out_dropin(self, cutoff: float) -> None:
         """The tvm-ffi drop-in's generated sources (``inline/``) and output copies (``dropin/``):

@@ -51,7 +51,7 @@ NOT_MEMOS = {
     "tvm_ffi/_api.py": {"_ORIGINALS": "tvm_ffi.cpp's functions, saved before patching (never stale)"},
     "cpp_extension/_patch.py": {"_installed": "whether the torch drop-in is installed (install/uninstall own it)"},
     "patch/_hook.py": {"_armed": "import hooks waiting for their module (arm owns them; they run once)"},
-    "cpp_extension/_api.py": {"_ORIGINALS": "torch's functions, saved before patching (never stale)"},
+    "cpp_extension/_torch_side.py": {"_ORIGINALS": "torch's functions, saved before patching (never stale)"},
     "impact/record.py": {"_active": "the running session's recording (start/stop own it)",
                          "_installed": "whether the event listener is installed (once per process)"},
     "pytest_plugin/impact.py": {"api": "a lazily imported module", "record": "a lazily imported module"},

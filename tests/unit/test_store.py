@@ -155,3 +155,22 @@ def test_prune_by_age_also_ages_out_dropin_sources(store):
     os.utime(out, (past, past))
     store.prune(max_age_s=30 * 86400)
     assert not old.exists() and not out.exists() and new.exists()
+
+
+def test_prune_drops_recall_memos_whose_entry_is_gone(store):
+    from kernelcache import recall
+
+    live = _entry(store, "live", used_at=time.time())
+    gone = _entry(store, "gone", used_at=time.time() - 90 * 86400)
+
+    def memo(edir) -> tuple:
+        return (recall.FORMAT, "k", edir.name, str(edir), str(edir / "k.so"), "lazy", b"", b"", b"", None, None)
+
+    base = str(store.root.parent)
+    recall.write("a" * 40, memo(live), base)
+    recall.write("b" * 40, memo(gone), base)
+    damaged = store.root / "recall" / ("c" * 40)
+    damaged.write_bytes(b"not a memo")
+    store.prune(max_age_s=30 * 86400)
+    assert not gone.exists() and live.exists()
+    assert sorted(p.name for p in (store.root / "recall").iterdir()) == ["a" * 40]

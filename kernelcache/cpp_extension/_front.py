@@ -1,0 +1,161 @@
+"""``load`` / ``load_inline``: a call the cache answered before is recalled here; every other
+call (and any ``settings=``) takes the full path in :mod:`._api`.
+
+Why a module of its own: a warm call in a fresh process must cost less than torch's own warm
+call (issue 24), and the full path's imports (the loader, torch's flag lines, the spec) cost more
+than that call. A recalled call imports only :mod:`kernelcache.recall` and :mod:`._versions`.
+
+torch's in-process names still hold: a recalled module is handed out only when this process's
+versioning gives its inputs the name the entry was built under (``name`` for the first inputs of
+a name, ``name_v<N>`` after; the inputs' version digest is the note the full path recorded with
+the answer), and it is then recorded as loaded under that version, exactly as the full path
+records it. Never recalled: SYCL calls (torch's own), ``use_pch`` (it publishes a header for
+torch), object files or archives among the inputs or link flags (linked in by their bytes).
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from .. import recall
+from . import _torch_side, _versions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import Settings
+
+
+def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None,
+         extra_include_paths=None, build_directory=None, verbose=False, with_cuda: bool | None = None,
+         with_sycl: bool | None = None, is_python_module=True, is_standalone=False, keep_intermediates=True,
+         *, settings: "Settings | None" = None):
+    """Build (or find in the cache), validate and load a torch C++/CUDA extension.
+
+    Same arguments and results as ``torch.utils.cpp_extension.load`` (see :func:`._api.load`).
+    """
+    d = None
+    if (settings is None and not (with_sycl or extra_sycl_cflags) and not _links_objects(sources, extra_ldflags)
+            and _arch_fixed(with_cuda, [str(p).endswith((".cu", ".cuh")) for p in _strs_all((sources,))])):
+        try:
+            call = (name, _strs(sources), _strs(extra_cflags), _strs(extra_cuda_cflags), _strs(extra_ldflags),
+                    _strs(extra_include_paths), with_cuda, bool(is_python_module), bool(is_standalone),
+                    recall.real_paths(_strs(sources)), recall.real_paths(_strs(extra_include_paths)), _env())
+        except TypeError:  # arguments that are not plain data: the full path reports them
+            call = None
+        d = recall.digest("torch.load", call) if call is not None else None
+        got = _recalled(name, d, verbose, build_directory) if d is not None else None
+        if got is not None:
+            return got
+    from . import _api
+
+    return _api.load(name, sources, extra_cflags, extra_cuda_cflags, extra_sycl_cflags, extra_ldflags,
+                     extra_include_paths, build_directory, verbose, with_cuda, with_sycl, is_python_module,
+                     is_standalone, keep_intermediates, settings=settings, _recall=d)
+
+
+def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
+                extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None, extra_include_paths=None,
+                build_directory=None, verbose=False, with_cuda=None, with_sycl=None, is_python_module=True,
+                with_pytorch_error_handling=True, keep_intermediates=True, use_pch=False,
+                no_implicit_headers=False, *, settings: "Settings | None" = None):
+    """Like :func:`load`, from source strings (``torch.utils.cpp_extension.load_inline``'s
+    signature; see :func:`._api.load_inline`)."""
+    d = None
+    if (settings is None and not (with_sycl or sycl_sources or extra_sycl_cflags or use_pch)
+            and not _links_objects(extra_ldflags) and _arch_fixed(with_cuda, [bool(cuda_sources)])):
+        try:
+            call = (name, _strs(cpp_sources), _strs(cuda_sources), _plain(functions), _strs(extra_cflags),
+                    _strs(extra_cuda_cflags), _strs(extra_ldflags), _strs(extra_include_paths), with_cuda,
+                    bool(is_python_module), bool(with_pytorch_error_handling), bool(no_implicit_headers),
+                    recall.real_paths(_strs(extra_include_paths)), _env())
+        except TypeError:  # arguments that are not plain data: the full path reports them
+            call = None
+        d = recall.digest("torch.load_inline", call) if call is not None else None
+        got = _recalled(name, d, verbose, build_directory) if d is not None else None
+        if got is not None:
+            return got
+    from . import _api
+
+    return _api.load_inline(name, cpp_sources, cuda_sources, sycl_sources, functions, extra_cflags,
+                            extra_cuda_cflags, extra_sycl_cflags, extra_ldflags, extra_include_paths,
+                            build_directory, verbose, with_cuda, with_sycl, is_python_module,
+                            with_pytorch_error_handling, keep_intermediates, use_pch, no_implicit_headers,
+                            settings=settings, _recall=d)
+
+
+def _recalled(name: Any, d: str, verbose: bool, build_directory: Any) -> Any:
+    """The recalled module (or path) under torch's in-process name for these inputs; None: the
+    full path decides."""
+    if not isinstance(name, str):
+        return None
+    picked: list[tuple[int, str]] = []
+
+    def accept(built_as: str, note: Any) -> bool:
+        if not isinstance(note, str):
+            return False
+        version, _new = _versions.version_for(name, note)
+        picked.append((version, note))
+        return _versions.module_name(name, version) == built_as
+
+    got = recall.recall_entry(d, accept)
+    if got is None:
+        return None
+    mod, so, eid, _note = got
+    version, inputs = picked[-1]
+    if not isinstance(mod, str) and not _versions.claim(mod, eid):
+        return None  # the module object belongs to another entry: the full path picks a version
+    _versions.loaded(name, inputs, version)
+    if build_directory is not None:
+        _torch_side.output_copy(so, build_directory, os.path.basename(so))
+    if verbose:
+        print(f"kernelcache: extension {name}: hit (recalled) {so}", flush=True)
+    return mod
+
+
+def _arch_fixed(with_cuda: Any, cuda_inputs: list[bool]) -> bool:
+    """A CPU call, or a CUDA one whose archs are set (``TORCH_CUDA_ARCH_LIST``): without it, torch
+    takes them from the visible GPUs, which no stat witnesses (never recalled)."""
+    cuda = bool(with_cuda) if with_cuda is not None else any(cuda_inputs)
+    return not cuda or bool(os.environ.get("TORCH_CUDA_ARCH_LIST"))
+
+
+def _env() -> list:
+    """What torch's flag writer reads from the environment (``recall.digest`` covers the rest)."""
+    env = os.environ
+    return [env.get(k) for k in _torch_side.TORCH_ENV]
+
+
+def _strs(value: Any) -> list[str]:
+    """A str / path / sequence argument as the full path reads it (``_api._list``)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
+def _plain(value: Any) -> Any:
+    """``functions=`` as plain data for the digest (a mapping as its items)."""
+    if isinstance(value, dict):
+        return [(str(k), str(v)) for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return value
+
+
+def _links_objects(*groups: Any) -> bool:
+    """Object files and archives are linked in by their bytes, which the full path hashes on each
+    call; such a call is never recalled."""
+    for p in _strs_all(groups):
+        if p.lower().endswith((".o", ".obj", ".a")):
+            return True
+    return False
+
+
+def _strs_all(groups: tuple) -> list[str]:
+    out: list[str] = []
+    for g in groups:
+        try:
+            out += _strs(g)
+        except TypeError:
+            return [".o"]  # an argument that is not plain data: the full path reports it
+    return out
