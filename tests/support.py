@@ -103,8 +103,9 @@ class KcEnv:
         pat = f"{name}/*/*" if name else "*/*/*"
         return sorted(p for p in base.glob(pat) if p.is_dir())
 
-    def run_py(self, code: str, timeout: float = HANG_S, check: bool = True, **env: str) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=self.env(**env),
+    def run_py(self, code: str, timeout: float = HANG_S, check: bool = True, cwd: Path | None = None,
+               **env: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=self.env(**env), cwd=cwd,
                               capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         if check and proc.returncode != 0:
             raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

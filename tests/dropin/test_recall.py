@@ -57,7 +57,10 @@ def probe(dropin_env, tmp_path: Path):
         env = tvm_env(dropin_env, PYTHONPYCACHEPREFIX=str(pycache), **extra)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         before = dropin_env.compiles()
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        # cwd: not this repository's (its kernelcache.egg-info, rewritten by tests that build a
+        # wheel, is part of what a recalled call witnesses: recall.distributions_stamp)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         out = json.loads(proc.stdout.strip().splitlines()[-1])
         out["compiles"] = dropin_env.compiles() - before

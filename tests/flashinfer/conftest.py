@@ -65,12 +65,14 @@ class FiEnv:
 
     def start(self, ws: Path, route: bool = True, code: str = PROBE, **kw: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", code], env=self.env(ws, route, **kw), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=self.tmp)
 
     def run(self, ws: Path, route: bool = True, code: str = PROBE, check: bool = True, **kw: str
             ) -> subprocess.CompletedProcess:
+        # cwd: the session's dir, not this repository's (whose kernelcache.egg-info, rewritten by
+        # tests that build a wheel, is part of what a recalled call witnesses)
         p = subprocess.run([sys.executable, "-c", code], env=self.env(ws, route, **kw), capture_output=True,
-                           text=True, timeout=HANG_S)
+                           text=True, timeout=HANG_S, cwd=self.tmp)
         if check and p.returncode != 0:
             raise AssertionError(f"probe failed ({p.returncode}):\n{p.stdout}\n{p.stderr[-4000:]}")
         return p

@@ -3,13 +3,14 @@
 The toolkit is linked again under the session's tmp (``conftest.toolkits``: hard links, so the
 same bytes at another real path), once as is and once with one header the module reads changed.
 A process given that toolkit (``CUDA_HOME``, no CUDA directory on ``PATH``) is another host with
-the same fleet store or the same cache directory (a shared cache). The fleet test comes first:
-the local one builds an entry against the changed toolkit, which the fleet would then serve.
+the same fleet store or the same cache directory (a shared cache). The fleet test pushes the real
+toolkit's entry alone (the local test builds one against the changed toolkit, in any order).
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sysconfig
 from pathlib import Path
 
@@ -36,8 +37,15 @@ def store(tmp_path_factory: pytest.TempPathFactory):
 def test_a_host_with_the_toolkit_elsewhere_fetches_from_the_fleet_and_other_bytes_are_refused(
         fi: FiEnv, toolkits: Toolkits, store: S3Server) -> None:
     remote = {**store.env, "KERNELCACHE_REMOTE": store.url("flashinfer-toolkit")}
-    pushed = fi.run(fi.tmp / "ws-a", code=PUSH, KERNELCACHE_REMOTE_MODE="readwrite", **remote)
-    assert int(pushed.stdout.split()[-1]) >= 1
+    # push the real toolkit's entry alone, from a cache holding only it: the session cache may
+    # also hold the entry the local test below builds against the changed toolkit (any order)
+    edir = Path(fi.probe(fi.tmp / "ws-a")["library"]).parent
+    solo = fi.tmp / "fleet-push-cache"
+    if not solo.exists():
+        shutil.copytree(edir, solo / edir.relative_to(fi.cache))
+    pushed = fi.run(fi.tmp / "ws-a", code=PUSH, KERNELCACHE_DIR=str(solo), KERNELCACHE_REMOTE_MODE="readwrite",
+                    **remote)
+    assert int(pushed.stdout.split()[-1]) == 1
     before = fi.links()
 
     def host(name: str, toolkit: str):

@@ -32,13 +32,20 @@ print("RESULT " + json.dumps({{"loads": out, "recalled": "kernelcache.loader" no
 """
 
 
+def _run(env, code: str, **extra: str):
+    """A fresh process in the test's own directory: the working directory's ``*.egg-info`` are part
+    of what a recall witnesses (``recall.distributions_stamp``), and tests that build a wheel of
+    this repository rewrite its ``kernelcache.egg-info`` while others run."""
+    return env.run_py(code, cwd=env.tmp, **extra)
+
+
 def _result(proc) -> dict:
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 
 def _probe(env, *values: int) -> dict:
-    return _result(env.run_py(PROBE.format(values=list(values), module=MODULE)))
+    return _result(_run(env, PROBE.format(values=list(values), module=MODULE)))
 
 
 def test_a_repeated_call_is_recalled_under_torchs_names_for_this_process(torch_env):
@@ -70,14 +77,14 @@ def test_a_header_edited_with_its_mtime_restored_is_rebuilt_not_recalled(torch_e
         m = ce.load("kc_recalled_header", [{str(pkg / 'ext.cpp')!r}])
         print("RESULT " + json.dumps({{"value": m.f(), "recalled": "kernelcache.loader" not in sys.modules}}))
     """
-    assert _result(torch_env.run_py(code)) == {"value": 1, "recalled": False}
-    assert _result(torch_env.run_py(code)) == {"value": 1, "recalled": True}
+    assert _result(_run(torch_env, code)) == {"value": 1, "recalled": False}
+    assert _result(_run(torch_env, code)) == {"value": 1, "recalled": True}
     st = header.stat()
     header.write_text("#define VALUE 2\n")  # same size, mtime set back
     os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert _result(torch_env.run_py(code)) == {"value": 2, "recalled": False}
+    assert _result(_run(torch_env, code)) == {"value": 2, "recalled": False}
     assert torch_env.compiles() == 2
-    assert _result(torch_env.run_py(code)) == {"value": 2, "recalled": True}
+    assert _result(_run(torch_env, code)) == {"value": 2, "recalled": True}
 
 
 def test_a_library_is_recalled_and_copied_to_the_build_directory(torch_env):
@@ -91,9 +98,9 @@ def test_a_library_is_recalled_and_copied_to_the_build_directory(torch_env):
         print("RESULT " + json.dumps({{"value": ctypes.CDLL(p).kc_value(), "path": p,
                                        "recalled": "kernelcache.loader" not in sys.modules}}))
     """
-    first = _result(torch_env.run_py(code))
+    first = _result(_run(torch_env, code))
     (out / "kc_recalled_lib.so").unlink()
-    second = _result(torch_env.run_py(code))
+    second = _result(_run(torch_env, code))
     assert (first["recalled"], second["recalled"]) == (False, True)
     assert first["value"] == second["value"] == 7 and first["path"] == second["path"]
     assert (out / "kc_recalled_lib.so").read_bytes() == Path(second["path"]).read_bytes()
@@ -110,8 +117,8 @@ def test_torchs_own_function_routed_by_install_is_recalled(torch_env):
         m = load_inline("kc_recalled_routed", {MODULE.format(value=5)!r}, no_implicit_headers=True)
         print("RESULT " + json.dumps({{"value": m.f(), "recalled": "kernelcache.loader" not in sys.modules}}))
     """
-    assert _result(torch_env.run_py(code)) == {"value": 5, "recalled": False}
-    assert _result(torch_env.run_py(code)) == {"value": 5, "recalled": True}
+    assert _result(_run(torch_env, code)) == {"value": 5, "recalled": False}
+    assert _result(_run(torch_env, code)) == {"value": 5, "recalled": True}
     # a setting that asks for the full path is never recalled
-    assert _result(torch_env.run_py(code, KERNELCACHE_REBUILD="1")) == {"value": 5, "recalled": False}
+    assert _result(_run(torch_env, code, KERNELCACHE_REBUILD="1")) == {"value": 5, "recalled": False}
     assert torch_env.compiles() == 2
