@@ -68,12 +68,7 @@ def _settings(settings: "Settings | None") -> "Settings":
     return Settings.from_env()
 
 
-def _list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (str, os.PathLike)):
-        return [str(value)]
-    return [str(v) for v in value]
+_list = _torch_side.strs  # one reading of torch's str / path / sequence arguments (the front's too)
 
 
 def _strip(value: Any) -> list[str]:

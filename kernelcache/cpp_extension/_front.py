@@ -124,13 +124,7 @@ def _env() -> list:
     return [env.get(k) for k in _torch_side.TORCH_ENV]
 
 
-def _strs(value: Any) -> list[str]:
-    """A str / path / sequence argument as the full path reads it (``_api._list``)."""
-    if value is None:
-        return []
-    if isinstance(value, (str, os.PathLike)):
-        return [str(value)]
-    return [str(v) for v in value]
+_strs = _torch_side.strs
 
 
 def _plain(value: Any) -> Any:

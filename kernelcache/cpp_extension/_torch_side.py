@@ -12,6 +12,15 @@ TORCH_ENV = ("TORCH_CUDA_ARCH_LIST", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "CUD
              "PYTORCH_NVCC", "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "ROCM_HOME", "CUDA_VISIBLE_DEVICES")
 
 
+def strs(value: Any) -> list[str]:
+    """A str / path / sequence argument of torch's functions as a list of str (``None``: empty)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
 def output_copy(so_path: str, build_directory: Any, filename: str) -> None:
     """Where torch would have written its output, a copy of the entry's binary too: callers inspect
     ``build_directory`` (torch's own tests run ``cuobjdump`` on it). Nothing there is ever read
