@@ -63,7 +63,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
     if (settings is None and not (with_sycl or sycl_sources or extra_sycl_cflags or use_pch)
             and not _links_objects(extra_ldflags) and _arch_fixed(with_cuda, [bool(cuda_sources)])):
         try:
-            call = (name, _strs(cpp_sources), _strs(cuda_sources), _plain(functions), _strs(extra_cflags),
+            call = (name, _strs(cpp_sources), _strs(cuda_sources), functions, _strs(extra_cflags),
                     _strs(extra_cuda_cflags), _strs(extra_ldflags), _strs(extra_include_paths), with_cuda,
                     bool(is_python_module), bool(with_pytorch_error_handling), bool(no_implicit_headers),
                     recall.real_paths(_strs(extra_include_paths)), _env())
@@ -125,15 +125,6 @@ def _env() -> list:
 
 
 _strs = _torch_side.strs
-
-
-def _plain(value: Any) -> Any:
-    """``functions=`` as plain data for the digest (a mapping as its items)."""
-    if isinstance(value, dict):
-        return [(str(k), str(v)) for k, v in value.items()]
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return value
 
 
 def _links_objects(*groups: Any) -> bool:
