@@ -189,6 +189,18 @@ def _child_groups(pid: int) -> list[int]:
     return out
 
 
+def _prepare_record(plan: BuildPlan) -> None:
+    """What recording the build will need, done while the compiler runs (waiting for ninja
+    leaves this process's core idle): the record's modules imported, the installed packages'
+    listings read. A warm-up only: a failure here is the record's to report, later."""
+    try:
+        from . import deprecord, installed  # noqa: F401 - imported for the record step
+
+        installed.prefetch(plan.include_dirs)
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None = None) -> BuildOutput:
     """Build into ``bdir`` (a fresh private dir). Raises BuildError; leaves cleanup to the caller."""
     t_start = time.monotonic()
@@ -203,7 +215,12 @@ def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None =
         f'{{ return "{identity}"; }}\n'
     )
     _write_ninja(plan, bdir)
-    _run_ninja(plan, bdir, None, log, jobs)
+    beside = threading.Thread(target=_prepare_record, args=(plan,), name="kernelcache-prepare", daemon=True)
+    beside.start()
+    try:
+        _run_ninja(plan, bdir, None, log, jobs)
+    finally:
+        beside.join()
     t_compiled = time.monotonic()
     dep_paths: list[str] = []
     for step in plan.sources:

@@ -62,7 +62,9 @@ def _site_roots() -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
-_listings_memo: dict[str, tuple[list, dict]] = {}  # root -> (RECORD identities, dist-info -> its rows or None)
+# root -> (RECORD identities, dist-info -> its rows or None, dist-info -> top-level dirs it was
+# read for and does not install under: not read again for them)
+_listings_memo: dict[str, tuple[list, dict, dict]] = {}
 process_state.register("installed.listings", _listings_memo.clear)
 
 
@@ -125,20 +127,22 @@ def _listings(root: str, wanted: set[str]) -> tuple[dict[str, tuple[str, str]], 
             ident.append((name, ()))
     memo = _listings_memo.get(root)
     if memo is None or memo[0] != ident:  # other distributions than the last build's: parse anew
-        memo = (ident, {})
+        memo = (ident, {}, {})
         _listings_memo[root] = memo
-    parsed = memo[1]
-    marks = [f"\n{t}/" for t in wanted]
+    parsed, lacks = memo[1], memo[2]
     for name in names:
         di = os.path.join(root, name)
         if di not in parsed:
+            if wanted <= lacks.get(di, set()):
+                continue  # read before for these tops: installs under none of them
             try:
                 with open(os.path.join(di, "RECORD"), encoding="utf-8", newline="") as f:
                     text = "\n" + f.read()
             except (OSError, UnicodeDecodeError):
                 continue
-            if not any(m in text for m in marks):
-                continue  # installs nowhere asked (parsed once another build asks for its tops)
+            if not any(f"\n{t}/" in text for t in wanted):
+                lacks.setdefault(di, set()).update(wanted)  # parsed once another build asks for its tops
+                continue
             parsed[di] = _parsed(di, text[1:])
         rows = parsed[di]
         if rows is None:
@@ -150,6 +154,23 @@ def _listings(root: str, wanted: set[str]) -> tuple[dict[str, tuple[str, str]], 
                 if top is not None:
                     tops.setdefault(top, set()).add(di)
     return out, tops
+
+
+def prefetch(include_dirs: list[str]) -> None:
+    """Read now the RECORDs that trusting a build's headers will ask about: those of the
+    distributions installing under the top-level directories of ``include_dirs`` (its include
+    directories inside an import root). Run beside the compiler (``build.run_build``), whose
+    wait leaves a core idle: the record written after the link then finds them parsed. Only a
+    warm-up: ``trust`` decides as before (the listings are keyed by every RECORD's stat)."""
+    roots = _site_roots()
+    wanted: dict[str, set[str]] = {}
+    for d in include_dirs:
+        path = os.path.realpath(d)
+        root = next((r for r in roots if path.startswith(r + os.sep)), None)
+        if root is not None:
+            wanted.setdefault(root, set()).add(path[len(root) + 1:].split(os.sep, 1)[0])
+    for root, tops in wanted.items():
+        _listings(root, tops)
 
 
 def _sha256_b64(path: str) -> str:

@@ -137,3 +137,52 @@ def test_header_that_mismatches_its_record_is_not_trusted(kc_env, tmp_path, inst
     assert _load(kc_env, project, installed, log)[:2] == ("hit", 5)
     hdr.write_text("#define KC_OFFSET 3\n")  # stat-checked like a project header
     assert _load(kc_env, project, installed, log)[:2] == ("built", 6)
+
+
+def _other_wheel(out: Path, version: str, files: dict[str, bytes]) -> Path:
+    """A wheel of another distribution, ``kcother``, holding ``files``."""
+    di = f"kcother-{version}.dist-info"
+    files = {**files, f"{di}/METADATA": f"Metadata-Version: 2.1\nName: kcother\nVersion: {version}\n".encode(),
+             f"{di}/WHEEL": b"Wheel-Version: 1.0\nGenerator: kernelcache-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    rows = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+            for n, d in files.items()]
+    path = out / f"kcother-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+        z.writestr(f"{di}/RECORD", "\n".join(rows + [f"{di}/RECORD,,"]) + "\n")
+    return path
+
+
+def test_prefetched_listings_see_a_distribution_that_starts_installing_there(tmp_path, installed, monkeypatch):
+    """The listings read beside the compiler (``installed.prefetch``) remember which RECORDs install
+    nothing under an include directory's top; a distribution reinstalled so that it does install a
+    header there is read again (its RECORD's stat is part of the listings' key), so a header it
+    adds beside kctrust's spoils kctrust's trust as it would have without the warm-up."""
+    from kernelcache import installed as inst
+
+    tmp = tmp_path / "w"
+    tmp.mkdir()
+    _pip_install(_other_wheel(tmp, "1.0", {"kcother/__init__.py": b""}), installed)
+    monkeypatch.syspath_prepend(str(installed))
+    inst._listings_memo.clear()
+    root = os.path.realpath(installed)
+    inst.prefetch([str(installed / PKG / "include"), str(tmp)])
+    ident, parsed, lacks = inst._listings_memo[root]
+    assert [os.path.basename(d) for d in parsed] == [f"{PKG}-1.0.dist-info"]
+    assert lacks == {os.path.join(root, "kcother-1.0.dist-info"): {PKG}}
+    names = [str(installed / PKG / "include" / "kc_add.h")]
+    trusted = inst.trust(names, lambda n: n, lambda p: p)
+    assert [g.label for g in trusted] == [f"{PKG}-1.0"]
+
+    # kcother now installs a header under kctrust's directory (what its reinstall would write:
+    # the file and a new RECORD listing it; pip --target would replace kctrust's directory whole)
+    data = b"#define KC_EXTRA 1\n"
+    (installed / PKG / "include" / "extra.h").write_bytes(data)
+    record = installed / "kcother-1.0.dist-info" / "RECORD"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record.write_text(record.read_text() + f"{PKG}/include/extra.h,sha256={digest},{len(data)}\n")
+    listing, tops = inst._listings(root, {PKG})
+    assert {os.path.basename(d) for d in tops[PKG]} == {f"{PKG}-1.0.dist-info", "kcother-1.0.dist-info"}
+    assert listing[os.path.join(PKG, "include", "extra.h")][0].endswith("kcother-1.0.dist-info")
+    inst._listings_memo.clear()
