@@ -36,9 +36,10 @@ import tvm_ffi, kernelcache.loader
 import kernelcache as kc
 from kernelcache.kernels.ngram_corpus import spec
 s = spec()
+settings = kc.Settings.from_env()  # given: the full lookup (a settings-free call is recalled)
 import time
 t0 = time.perf_counter()
-kc.load(s)
+kc.load(s, settings)
 print(time.perf_counter() - t0)
 """
 

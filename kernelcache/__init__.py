@@ -47,7 +47,7 @@ _LAZY = {
     "Settings": ("settings", "Settings"),
     **{e: ("errors", e) for e in ("BuildError", "CacheMissError", "KernelCacheError", "LockTimeout",
                                   "SchemaMismatch", "SpecError", "ToolchainError", "UnknownKernel")},
-    "load": ("loader", "load"),
+    "load": ("front", "load"),  # recalls a call answered before; else loader.load
     "load_with_result": ("loader", "load_with_result"),
     "warm": ("loader", "warm"),
     "explain": ("diagnose", "explain"),
@@ -74,7 +74,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .events import stats
     from .diagnose import explain
     from .process_state import reset_process_state
-    from .loader import WarmResult, load, load_with_result, warm
+    from .front import load
+    from .loader import WarmResult, load_with_result, warm
     from .push import PushResult, push
 
 

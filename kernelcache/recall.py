@@ -86,6 +86,13 @@ def real_paths(paths: Any) -> list[str]:
     return [os.path.realpath(os.path.expanduser(os.fsdecode(p))) for p in paths]
 
 
+def links_objects(paths: Any) -> bool:
+    """Does any of ``paths`` name an object file or archive? Those are linked in by their bytes,
+    which the full path hashes on each call (no stat witnesses them): such a call is never
+    recalled (the drop-ins' fronts and ``kernelcache.front``)."""
+    return any(os.fsdecode(p).lower().endswith((".o", ".obj", ".a")) for p in paths)
+
+
 def stat_array(paths: list[bytes]) -> tuple[array, bool]:
     """(size, mtime_ns, ctime_ns, inode) of each path into one int64 array, and whether every
     path could be stat-ed (the array stops at the first that could not). The one stat rule of

@@ -130,10 +130,7 @@ _strs = _torch_side.strs
 def _links_objects(*groups: Any) -> bool:
     """Object files and archives are linked in by their bytes, which the full path hashes on each
     call; such a call is never recalled."""
-    for p in _strs_all(groups):
-        if p.lower().endswith((".o", ".obj", ".a")):
-            return True
-    return False
+    return recall.links_objects(_strs_all(groups))
 
 
 def _strs_all(groups: tuple) -> list[str]:

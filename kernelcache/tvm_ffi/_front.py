@@ -91,10 +91,4 @@ def load(
 
 
 def _links_objects(*groups: Any) -> bool:
-    """Object files and archives (inputs, or named in the link flags) are linked in by their
-    bytes, which the full path hashes on each call; such a call is never recalled."""
-    for g in groups:
-        for p in ([g] if isinstance(g, str) else g or ()):
-            if str(p).lower().endswith((".o", ".obj", ".a")):
-                return True
-    return False
+    return recall.links_objects(p for g in groups for p in ([g] if isinstance(g, str) else g or ()))

@@ -29,11 +29,12 @@ def test_a_cold_build_computes_its_miss_reason_once(kc_env, project, monkeypatch
 
 def test_sources_are_hashed_once_per_load(kc_env, project, monkeypatch):
     calls = _counting(monkeypatch, level1, "source_hashes")
-    kc.load(project_spec(project))
+    full = kc.Settings.from_env()  # settings given: the full lookup every time (never recalled)
+    kc.load(project_spec(project), full)
     # the lookup's one read, and the build's check that they did not change while it compiled
     assert len(calls) == 2
     kc.reset_process_state()
-    kc.load(project_spec(project))
+    kc.load(project_spec(project), full)
     assert len(calls) == 3  # warm: once
 
 
