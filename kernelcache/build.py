@@ -192,11 +192,13 @@ def _child_groups(pid: int) -> list[int]:
 def _prepare_record(plan: BuildPlan) -> None:
     """What recording the build will need, done while the compiler runs (waiting for ninja
     leaves this process's core idle): the record's modules imported, the installed packages'
-    listings read. A warm-up only: a failure here is the record's to report, later."""
+    listings and the system packages' read. A warm-up only: a failure here is the record's to
+    report, later."""
     try:
-        from . import deprecord, installed  # noqa: F401 - imported for the record step
+        from . import deprecord, installed, system_packages  # noqa: F401 - imported for the record step
 
         installed.prefetch(plan.include_dirs)
+        system_packages.prefetch()
     except Exception:  # noqa: BLE001
         pass
 

@@ -33,7 +33,7 @@ from .recall import stat_array
 
 FILENAME = "hit.rec"
 _MAGIC = b"KCHR"
-_VERSION = 2
+_VERSION = 3  # 3: groups of system packages (dpkg) besides pip distributions
 _FIELDS = 4  # size, mtime_ns, ctime_ns, inode (as key.record_deps records them)
 _HASH_W = 32  # xxh3-128 hex
 # magic, version, byte order + python (marshal format), manifest stat (4q), manifest digest,
@@ -263,17 +263,28 @@ def _stat_of(anchored: str, anchors: list[tuple[str, str]]) -> tuple[int, ...] |
 
 
 def _trusted_groups(names: list[str]) -> list:
-    """The installed distributions whose headers among ``names`` are trusted (cold path only)."""
-    from . import installed, toolchain
+    """The installed distributions (pip) and system packages (dpkg) whose headers among
+    ``names`` are trusted (cold path only)."""
+    from . import installed, system_packages, toolchain
     from .anchors import SITE, TVM_FFI, anchor_path, resolve_anchor
     from .errors import ToolchainError
 
     try:
         tvm_dir = toolchain.tvm_ffi_paths().package_dir
     except ToolchainError:
-        return []
-    pairs = sorted([(TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))], key=lambda p: -len(p[1]))
-    return installed.trust(names, lambda n: resolve_anchor(n, pairs), lambda p: anchor_path(p, pairs))
+        pairs: list[tuple[str, str]] = []
+    else:
+        pairs = sorted([(TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))], key=lambda p: -len(p[1]))
+
+    def resolve(n: str) -> str:
+        return resolve_anchor(n, pairs)
+
+    def anchor(p: str) -> str:
+        return anchor_path(p, pairs)
+
+    groups = installed.trust(names, resolve, anchor) if pairs else []
+    taken = {i for g in groups for i in g.members}
+    return groups + system_packages.trust(names, resolve, anchor, taken)
 
 
 def resolved(blob: bytes, anchors: list[tuple[str, str]]) -> list[bytes]:

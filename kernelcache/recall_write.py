@@ -28,7 +28,8 @@ from .storage import prebuilt
 
 # kernelcache's own rules for keys and records: a changed installation of kernelcache (an upgrade,
 # an edited checkout) must not answer with what an older rule decided
-_RULES = ("level1.py", "key.py", "deprecord.py", "anchors.py", "recall.py", "plan.py", "installed.py")
+_RULES = ("level1.py", "key.py", "deprecord.py", "anchors.py", "recall.py", "plan.py", "installed.py",
+          "system_packages.py")
 
 
 class _Witnesses:
@@ -124,8 +125,12 @@ def _witnesses(spec: KernelSpec, settings: Settings, edir: Path):
     for i, p in enumerate(checked):
         if not w.add(p, rec.stats[i * 4:(i + 1) * 4].tolist()):
             return None
-    for record, stat, _label, _count, root, root_stat in rec.groups:  # trusted distributions
+    seen = set()  # groups share their root (a site directory, dpkg's status): stat-ed once
+    for record, stat, _label, _count, root, root_stat in rec.groups:  # trusted packages
         for anchored, expected in ((record, stat), (root, root_stat)):
+            if anchored in seen:
+                continue
+            seen.add(anchored)
             path = deprecord.resolved(b"\0" + os.fsencode(anchored), anchors)[0]
             if not w.add(path, expected):
                 return None

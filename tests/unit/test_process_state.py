@@ -33,6 +33,7 @@ MEMOS = {
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
     "installed.py": {"installed.listings"},
+    "system_packages.py": {"system_packages.listings"},
     "fleet.py": {"fleet.clients"},
     "storage/remote/client.py": {"remote.down_state"},
     "kernels/config.py": {"kernels.settings"},
@@ -248,6 +249,20 @@ def test_fleet_clients_and_the_down_state_are_forgotten(tmp_path):
     kc.reset_process_state()
     again = fleet.client(s)
     assert again is not rc and again.down_reason is None
+
+
+def test_system_package_listings_are_forgotten(tmp_path, monkeypatch):
+    from kernelcache import system_packages
+
+    (tmp_path / "info").mkdir()
+    (tmp_path / "status").write_text("Package: p\n")
+    (tmp_path / "info" / "p.md5sums").write_text("0" * 32 + "  usr/include/x.h\n")
+    monkeypatch.setenv("DPKG_ADMINDIR", str(tmp_path))
+    system_packages.prefetch()
+    listing = {b"usr/include/x.h": (str(tmp_path / "info" / "p.md5sums"), b"0" * 32)}
+    assert system_packages._memo[str(tmp_path)][1] == listing
+    kc.reset_process_state()
+    assert str(tmp_path) not in system_packages._memo
 
 
 def test_register_replaces_and_reset_all_calls_each():
