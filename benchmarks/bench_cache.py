@@ -73,7 +73,7 @@ def main() -> int:
     wrapper = work / "cxx"
     wrapper.write_text(WRAPPER)
     wrapper.chmod(0o755)
-    base_env = {**os.environ, "PYTHONPATH": str(REPO), "KERNELCACHE_LOG": "0", "KC_COUNT_LOG": str(work / "count.log")}
+    base_env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), "KERNELCACHE_LOG": "0", "KC_COUNT_LOG": str(work / "count.log")}
     base_env.pop("KERNELCACHE_NO_BUILD", None)
     base_env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure what users run: modules from cached bytecode
     results: dict[str, float] = {}
