@@ -181,6 +181,23 @@ def _sha256_b64(path: str) -> str:
     return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
 
 
+def vouch(found: dict[str, list[int]], spoiled: set[str], owner: str, index: int, path: str, digest,
+          hasher) -> None:
+    """Header ``index`` counts for ``owner`` (a distribution, a system package) if its bytes have
+    the ``digest`` the owner lists (``hasher(path)``); a mismatch or an unreadable file spoils the
+    owner: none of its headers is trusted."""
+    if owner in spoiled:
+        return
+    try:
+        same = hasher(path) == digest
+    except OSError:
+        same = False
+    if same:
+        found.setdefault(owner, []).append(index)
+    else:
+        spoiled.add(owner)
+
+
 def trust(names: list[str], resolve, anchor) -> list[Group]:
     """The distributions whose listed headers among ``names`` (anchored paths) are trusted.
 
@@ -216,16 +233,7 @@ def trust(names: list[str], resolve, anchor) -> list[Group]:
             spoiled.update(tops.get(rel.split(os.sep, 1)[0], ()))
             continue
         di, digest = hit
-        if di in spoiled:
-            continue
-        try:
-            same = _sha256_b64(path) == digest
-        except OSError:
-            same = False
-        if not same:
-            spoiled.add(di)
-            continue
-        found.setdefault(di, []).append(i)
+        vouch(found, spoiled, di, i, path, digest, _sha256_b64)
     out = []
     for di, members in found.items():
         if di in spoiled:

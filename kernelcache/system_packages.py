@@ -27,7 +27,7 @@ import os
 from typing import Callable
 
 from . import process_state
-from .installed import Group, record_stat
+from .installed import Group, record_stat, vouch
 
 ADMINDIR = "/var/lib/dpkg"
 MD5SUMS = ".md5sums"
@@ -110,16 +110,7 @@ def trust(names: list[str], resolve: Callable[[str], str], anchor: Callable[[str
         if hit is None or os.path.realpath(path) != path:
             continue  # not dpkg's file at this path: stat-checked
         md5sums, digest = hit
-        if md5sums in spoiled:
-            continue
-        try:
-            same = _md5(path) == digest
-        except OSError:
-            same = False
-        if not same:
-            spoiled.add(md5sums)
-            continue
-        found.setdefault(md5sums, []).append(i)
+        vouch(found, spoiled, md5sums, i, path, digest, _md5)
     status = anchor(os.path.join(admin, "status"))
     out = []
     for md5sums, members in found.items():
