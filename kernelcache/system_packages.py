@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Callable
+from typing import AbstractSet, Callable
 
 from . import process_state
 from .installed import Group, record_stat, vouch
@@ -87,7 +87,7 @@ def _md5(path: str) -> bytes:
 
 
 def trust(names: list[str], resolve: Callable[[str], str], anchor: Callable[[str], str],
-          taken: set[int] = frozenset()) -> list[Group]:  # type: ignore[assignment]
+          taken: AbstractSet[int] = frozenset()) -> list[Group]:
     """The dpkg packages whose listed headers among ``names`` (anchored paths; indices in
     ``taken`` are another group's already) are trusted. Cold path only."""
     admin = admindir()
