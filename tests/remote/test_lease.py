@@ -165,3 +165,56 @@ def test_unreadable_lease_object_expires_by_its_age(remote, garbage):
     got = rc.acquire_lease("adder", skey)
     assert isinstance(got, Lease) and got.generation == 2
     got.release()
+
+
+class _Between:
+    """Runs ``act`` once, right after this client's first listing of a lease prefix returns and
+    before it reads the newest object: the real interleaving of two hosts, on the real store."""
+
+    def __init__(self, store, act):
+        self._store, self._act = store, act
+
+    def __getattr__(self, op: str):
+        fn = getattr(self._store, op)
+        if op != "list":
+            return fn
+
+        def listed(prefix: str, *a, **kw):
+            out = fn(prefix, *a, **kw)
+            if prefix.startswith("leases/") and self._act is not None:
+                act, self._act = self._act, None
+                act()
+            return out
+
+        return listed
+
+
+def test_lease_renewed_while_read_is_still_held(remote):
+    """The holder renews (creates gen+1, deletes gen) between another host's list and get: that
+    host must see the renewed lease, not take a long-deleted generation 1 beside it."""
+    a, c = remote.open("readwrite"), remote.open("readwrite")
+    skey = ids()[0]
+    held = a.acquire_lease("adder", skey, 60)
+    assert isinstance(held, Lease) and held.renew() and held.generation == 2
+    c.store = _Between(c.store, held.renew)
+    seen = c.acquire_lease("adder", skey, 60)
+    assert isinstance(seen, LeaseInfo), "a second host took a lease that was held"
+    assert seen.token == held.info.token and seen.generation == held.generation == 3
+    held.release()
+
+
+def test_expired_lease_taken_by_one_of_two_racing_hosts(remote):
+    """Two hosts find the same expired lease; one takes it over (creates gen+1, deletes gen)
+    between the other's list and get: the other must see the new holder."""
+    dead, b, c = (remote.open("readwrite") for _ in range(3))
+    skey = ids()[0]
+    gone = dead.acquire_lease("adder", skey, 1.0)
+    assert isinstance(gone, Lease) and gone.renew(1.0) and gone.generation == 2
+    time.sleep(1.2)  # expired; its holder never releases (as if killed)
+    taken: list = []
+    c.store = _Between(c.store, lambda: taken.append(b.acquire_lease("adder", skey, 60)))
+    seen = c.acquire_lease("adder", skey, 60)
+    assert len(taken) == 1 and isinstance(taken[0], Lease) and taken[0].generation == 3
+    assert isinstance(seen, LeaseInfo), "two hosts hold the compile lease"
+    assert seen.token == taken[0].info.token
+    taken[0].release()

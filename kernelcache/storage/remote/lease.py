@@ -86,13 +86,35 @@ def _parse(store: Any, name: str, skey: str, key: str, gen: int, last_modified: 
         return LeaseInfo(name, skey, gen, "?", 0, t, t + ttl)
 
 
+_RELISTS = 3  # the newest object vanished between list and get: look again this many times
+
+
+def _newest(store: Any, name: str, skey: str, ttl: float) -> tuple[int, LeaseInfo | None]:
+    """(the highest generation listed, the newest lease still readable).
+
+    Why the generation travels apart from the lease: the newest object can vanish between our
+    list and our get (its holder renewed or released it, or a taker removed the expired one).
+    Whoever removed it created a higher generation first (or freed the lease), so the next
+    create must be *above* every generation we saw: were it computed from "no lease" it would
+    reuse a long-deleted generation 1 and win beside a live holder.
+    """
+    top = 0
+    for _ in range(_RELISTS):
+        objs = [(g, o) for o in store.list(lease_prefix(name, skey)) if (g := _gen_of(o.key)) is not None]
+        if not objs:
+            return top, None
+        gen, obj = max(objs, key=lambda t: t[0])
+        top = max(top, gen)
+        info = _parse(store, name, skey, obj.key, gen, obj.last_modified.timestamp(), ttl)
+        if info is not None:
+            return top, info
+    return top, None
+
+
 def current(store: Any, name: str, skey: str, ttl: float) -> LeaseInfo | None:
-    """The newest lease generation (live or not); one list request + one get."""
-    objs = [(g, o) for o in store.list(lease_prefix(name, skey)) if (g := _gen_of(o.key)) is not None]
-    if not objs:
-        return None
-    gen, obj = max(objs, key=lambda t: t[0])
-    return _parse(store, name, skey, obj.key, gen, obj.last_modified.timestamp(), ttl)
+    """The newest lease generation (live or not); one list request + one get (more only when
+    the newest vanished while we read it)."""
+    return _newest(store, name, skey, ttl)[1]
 
 
 def live_holder(store: Any, name: str, skey: str, ttl: float) -> LeaseInfo | None:
@@ -183,10 +205,10 @@ def acquire(store: Any, name: str, skey: str, ttl: float) -> Lease | LeaseInfo:
     create one get of the winner's object; plus one best-effort delete of the expired
     generation we took over.
     """
-    cur = current(store, name, skey, ttl)
+    top, cur = _newest(store, name, skey, ttl)
     if cur is not None and cur.live():
         return cur
-    gen = (cur.generation if cur else 0) + 1
+    gen = top + 1
     token = uuid.uuid4().hex
     rec = _record(name, skey, gen, ttl, token)
     key = f"{lease_prefix(name, skey)}{gen:010d}.json"
