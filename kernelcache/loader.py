@@ -265,8 +265,8 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
                 with _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None \
                         else nullcontext():
                     mod, entry = _build_and_accept(ctx, plan, l1, miss.reason)
-                if s.remote_writable:
-                    _fleet().upload(s, entry)
+                    if s.remote_writable:  # still renewing: a slow upload must not let the lease lapse
+                        _fleet().upload(s, entry)
             finally:
                 if lease is not None:
                     lease.release()
