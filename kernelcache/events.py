@@ -83,6 +83,7 @@ class Event(Word):
     LOCK_WAIT_START = "lock_wait_start"
     LOCK_WAIT = "lock_wait"
     LOCK_ACQUIRED = "lock_acquired"
+    LOCK_WAIT_PUBLISHED = "lock_wait_published"  # a waiter saw the holder publish: no lock taken
     EXTENSION_LOADED = "extension_loaded"
     REMOTE_DOWN = "remote_down"
     REMOTE_ERROR = "remote_error"
@@ -153,7 +154,7 @@ def emit(event: str, **fields: Any) -> None:
             _miss_reasons[str(fields.get("reason_code", "unknown"))] += 1
         if event == Event.BUILD_DONE:
             _floats["build_seconds"] += float(fields.get("seconds", 0.0))
-        if event == Event.LOCK_ACQUIRED:
+        if event in (Event.LOCK_ACQUIRED, Event.LOCK_WAIT_PUBLISHED):
             _floats["wait_seconds"] += float(fields.get("waited", 0.0))
         kind = fields.get("kind")
         if kind and name:  # a label the report shows (a count, so xdist merges it)

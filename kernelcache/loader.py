@@ -197,11 +197,11 @@ def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
 
 
 # -- the pipeline --------------------------------------------------------------------------------
-def single_flight(key1: str, name: str, s: Settings):
+def single_flight(key1: str, name: str, s: Settings, ready: Any = None):
     """The cross-process build lock (imported on a miss only: filelock costs ms to import)."""
     from .lock import single_flight as _single_flight
 
-    return _single_flight(key1, name, s)
+    return _single_flight(key1, name, s, ready)
 
 
 def _fleet():
@@ -248,28 +248,47 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
         events.emit(events.Event.MISS, name=spec.name, reason=miss.reason, reason_code=miss.code.value)
         if s.no_build and not s.remote_enabled:
             raise CacheMissError(spec.name, miss.reason, ctx.refused)
-        with single_flight(l1.key, spec.name, s):
-            if not s.rebuild:  # double-checked: another process may have published meanwhile
-                got = _first(ctx, Place.LOCAL)
-                if got is not None:
-                    return _found(ctx, got, Status.HIT, "built by another process", after_wait=True)
-            lease = None
-            if s.remote_enabled and not s.rebuild and ctx.look.skey():
-                out = _from_fleet(ctx, can_build=not s.no_build)
-                if out.module is not None:
-                    return out.module, ctx.result(Status.REMOTE, out.entry, f"fetched from {out.remote}")
-                lease = out.lease
-            if s.no_build:
-                raise CacheMissError(spec.name, miss.reason, ctx.refused)
-            try:
-                with _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None \
-                        else nullcontext():
-                    mod, entry = _build_and_accept(ctx, plan, l1, miss.reason)
-                    if s.remote_writable:  # still renewing: a slow upload must not let the lease lapse
-                        _fleet().upload(s, entry)
-            finally:
-                if lease is not None:
-                    lease.release()
+        # A waiter stops waiting as soon as the builder publishes and loads without the lock:
+        # loads of a finished build need no lock (publish is atomic), and taking it one waiter at
+        # a time would queue N processes' loads behind each other. Once only: an entry that
+        # appeared but is refused here sends this load to the lock like any other miss.
+        ready = None if s.rebuild else ctx.store.published_since(spec.name, l1.key)
+        for waiting_for in (ready, None):
+            with single_flight(l1.key, spec.name, s, ready=waiting_for) as held:
+                if held is None:  # published while we waited
+                    got = _first(ctx, Place.LOCAL)
+                    if got is not None:
+                        return _found(ctx, got, Status.HIT, "built by another process", after_wait=True)
+                    continue
+                return _under_lock(ctx, plan, l1, miss)
+        raise AssertionError("unreachable: the second round always holds the lock")
+
+
+def _under_lock(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, miss: search.LocalMiss) -> tuple[Any, WarmResult]:
+    """Holding the build lock: look again (another process may have published), then the fleet,
+    then build, upload and release the fleet lease."""
+    spec, s = ctx.spec, ctx.s
+    if not s.rebuild:  # double-checked: another process may have published meanwhile
+        got = _first(ctx, Place.LOCAL)
+        if got is not None:
+            return _found(ctx, got, Status.HIT, "built by another process", after_wait=True)
+    lease = None
+    if s.remote_enabled and not s.rebuild and ctx.look.skey():
+        out = _from_fleet(ctx, can_build=not s.no_build)
+        if out.module is not None:
+            return out.module, ctx.result(Status.REMOTE, out.entry, f"fetched from {out.remote}")
+        lease = out.lease
+    if s.no_build:
+        raise CacheMissError(spec.name, miss.reason, ctx.refused)
+    try:
+        with _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None \
+                else nullcontext():
+            mod, entry = _build_and_accept(ctx, plan, l1, miss.reason)
+            if s.remote_writable:  # still renewing: a slow upload must not let the lease lapse
+                _fleet().upload(s, entry)
+    finally:
+        if lease is not None:
+            lease.release()
     return mod, ctx.result(Status.BUILT, entry, miss.reason)
 
 

@@ -15,7 +15,7 @@ import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import filelock
 
@@ -53,8 +53,11 @@ def _probe(lock_path: Path) -> OSError | None:
 
 
 @contextmanager
-def single_flight(key1: str, name: str, settings: Settings) -> Iterator[bool]:
-    """Hold the build lock for ``key1``. Yields True if held, False if unusable (build privately).
+def single_flight(key1: str, name: str, settings: Settings,
+                  ready: Callable[[], bool] | None = None) -> Iterator[bool | None]:
+    """Hold the build lock for ``key1``. Yields True if held, False if unusable (build privately),
+    None if ``ready()`` turned true while waiting (the holder published what we wait for; the
+    lock was not taken, so waiters load side by side instead of one after another).
 
     Raises LockTimeout when another builder holds it past ``Settings.lock_timeout``.
     """
@@ -68,7 +71,7 @@ def single_flight(key1: str, name: str, settings: Settings) -> Iterator[bool]:
     deadline_s = settings.lock_timeout
     t0 = time.monotonic()
     next_log = t0 + LOG_EVERY_S
-    waited_logged = False
+    waited_logged = published = False
     while True:
         try:
             lk.acquire(timeout=0)
@@ -88,8 +91,18 @@ def single_flight(key1: str, name: str, settings: Settings) -> Iterator[bool]:
             next_log = now + LOG_EVERY_S
         if deadline_s > 0 and now - t0 >= deadline_s:
             raise LockTimeout(name, str(path), now - t0, _holder_info(path))
+        if ready is not None and ready():
+            published = True
+            break
         time.sleep(POLL_S)
     waited = time.monotonic() - t0
+    if not published and waited_logged and ready is not None and ready():  # published, then released
+        lk.release()
+        published = True
+    if published:
+        events.emit(events.Event.LOCK_WAIT_PUBLISHED, name=name, waited=round(waited, 3))
+        yield None
+        return
     events.emit(events.Event.LOCK_ACQUIRED, name=name, waited=round(waited, 3))
     holder = Path(str(path) + ".holder")
     try:

@@ -17,7 +17,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .. import manifest as manifest_mod
 from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
@@ -79,6 +79,13 @@ class LocalStore:
         versions accumulated over months) cost one manifest parse, not 300.
         """
         yield from _iter_dir(self.key_dir(name, key1), "local")
+
+    def published_since(self, name: str, key1: str) -> Callable[[], bool]:
+        """A test, cheap enough to poll (one directory listing), of whether an entry was published
+        under ``key1`` after this call: what a process waiting for another's build looks for."""
+        kd = self.key_dir(name, key1)
+        before = _listing(kd)
+        return lambda: bool(_listing(kd) - before)
 
     def fetched(self, name: str, skey: str) -> Iterator[Entry]:
         """Fleet entries fetched earlier, checked like prebuilt ones (the builder was another host)."""
@@ -265,6 +272,13 @@ class LocalStore:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def _listing(d: Path) -> set[str]:
+    try:
+        return set(os.listdir(d))
+    except OSError:
+        return set()
+
+
 def _names(base: Path) -> list[str]:
     try:
         return sorted(e.name for e in os.scandir(base) if e.is_dir())

@@ -1,9 +1,11 @@
 """Acceptance 2 and 6: concurrent cold loads compile once; loaders never see a partial entry."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+import time
 
 from tests.support import HANG_S, spec_code
 
@@ -31,6 +33,61 @@ def test_eight_cold_processes_compile_exactly_once(kc_env, project):
     assert len({o[1] for o in outs}) == 1  # every process loaded the same entry
     assert sorted(o[2] for o in outs).count("built") == 1
     assert len(kc_env.entries("adder")) == 1
+
+
+HOLD_LOCK = """
+    import time
+    from pathlib import Path
+    import kernelcache as kc
+    from kernelcache import kinds, level1
+    from kernelcache.lock import single_flight
+    from tests.support import project_spec
+    s = kc.Settings.from_env()
+    l1 = level1.level1(kinds.make_plan(project_spec(Path({project!r})), s), s)
+    with single_flight(l1.key, "adder", s):
+        print("held", flush=True)
+        time.sleep(300)
+"""
+
+
+def test_waiter_loads_what_the_holder_published_without_taking_the_lock(kc_env, project):
+    """Waiters for one build load its entry as soon as it is published, side by side: none
+    queues for the lock the builder still holds (its upload, say) to load a finished entry."""
+    import kernelcache as kc
+    from tests.support import project_spec
+
+    kc.load(project_spec(project))
+    [entry] = kc_env.entries("adder")
+    aside = kc_env.tmp / "aside"
+    entry.rename(aside)  # not built yet, as far as anyone can see
+    holder = _spawn(kc_env, HOLD_LOCK.format(project=str(project)))  # a builder that never finishes
+    log = kc_env.tmp / "events.jsonl"
+    waiter = None
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        waiter = _spawn(kc_env, spec_code(project) + textwrap.dedent("""
+            import kernelcache.loader as L
+            mod, res = L.load_with_result(spec)
+            print(mod.add(2, 3), res.status, "|", res.reason)
+        """), KERNELCACHE_LOG=str(log), KERNELCACHE_LOCK_TIMEOUT="60")
+        deadline = time.monotonic() + HANG_S
+        while time.monotonic() < deadline and waiter.poll() is None and \
+                not (log.exists() and '"lock_wait_start"' in log.read_text()):
+            time.sleep(0.05)
+        aside.rename(entry)  # the builder's publish: one rename
+        out, err = waiter.communicate(timeout=HANG_S)
+        assert waiter.returncode == 0, err
+        assert out.split()[:2] == ["5", "hit"] and "built by another process" in out, out
+        seen = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+        assert "lock_wait_start" in seen and "lock_wait_published" in seen, seen
+        assert "lock_acquired" not in seen, seen
+        assert holder.poll() is None  # the lock was still held throughout
+        assert kc_env.compiles() == 1  # the one build before the test's waiting began
+    finally:
+        for p in (holder, waiter):
+            if p is not None:
+                p.kill()
+                p.communicate(timeout=HANG_S)
 
 
 def test_loaders_racing_a_builder_never_see_a_partial_entry(kc_env, project):
