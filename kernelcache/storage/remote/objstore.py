@@ -167,7 +167,21 @@ class ObjectBackend:
         except (self._ex.AlreadyExistsError, self._ex.PreconditionError):
             return False
         except Exception as e:
-            raise self._translate(e, f"create {key}") from None
+            err = self._translate(e, f"create {key}")
+            if isinstance(e, (self._ex.PermissionDeniedError, self._ex.UnauthenticatedError)):
+                raise err from None
+        return self._settle(key, data, err)
+
+    def _settle(self, key: str, data: bytes, err: RemoteError) -> bool:
+        """A create that timed out or failed in transit may have lost a race the server was still
+        arbitrating (SeaweedFS answers the creates of one key a second apart, so the eighth of eight
+        writers waits ~7 s; S3 answers 409 to a conflicting one): contention is not an outage.
+        What the key holds decides: our bytes -> we won, other bytes -> we lost, nothing -> the
+        store really did fail, and ``err`` stands. Creates carry unique bytes (leases a token)."""
+        try:
+            return self.get(key) == data
+        except RemoteMissing:
+            raise err from None
 
     def put_file(self, key: str, path: Path, replace: bool = False) -> None:
         # Blobs are named by their sha256: an upload racing another writer's upload of the same
