@@ -112,15 +112,21 @@ def test_waiter_gets_the_holders_entry(remote, tmp_path):
     lease = holder_rc.acquire_lease("adder", skey, 30)
     assert isinstance(lease, Lease)
 
+    waiting = threading.Event()
+
     def compile_and_publish() -> None:
-        time.sleep(1.0)
+        waiting.wait(timeout=30)  # publish only once the waiter has seen the lease held
         holder_rc.publish("adder", skey, eid, {"e": 1}, make_files(tmp_path / "src"))
         lease.release()
+
+    def on_wait(holder, waited) -> None:
+        seen.append(holder)
+        waiting.set()
 
     t = threading.Thread(target=compile_and_publish)
     t.start()
     seen = []
-    refs = waiter.wait_for_entries("adder", skey, 20, lambda h, w: seen.append(h))
+    refs = waiter.wait_for_entries("adder", skey, 20, on_wait)
     t.join(timeout=30)
     assert [r.entry_id for r in refs] == [eid]
     assert seen and seen[0].pid == os.getpid()
@@ -218,3 +224,31 @@ def test_expired_lease_taken_by_one_of_two_racing_hosts(remote):
     assert isinstance(seen, LeaseInfo), "two hosts hold the compile lease"
     assert seen.token == taken[0].info.token
     taken[0].release()
+
+
+def test_a_create_whose_answer_was_lost_is_still_ours(remote):
+    """A create that landed while its answer was lost (a retried PUT then meets its own first
+    try as 'exists'): the lease object carries our token, so we hold it and do not wait on
+    ourselves until it expires; another host sees it held."""
+    from kernelcache.storage.remote import lease as lease_mod
+
+    rc = remote.open("readwrite")
+    skey = ids()[0]
+
+    class AnswerLost:
+        def __init__(self, store):
+            self._store = store
+
+        def __getattr__(self, op):
+            return getattr(self._store, op)
+
+        def put_if_absent(self, key, data):
+            assert self._store.put_if_absent(key, data)  # the create really lands
+            return False
+
+    got = lease_mod.acquire(AnswerLost(rc.store), "adder", skey, 30)
+    assert isinstance(got, Lease), got
+    other = remote.open("readwrite").acquire_lease("adder", skey, 30)
+    assert isinstance(other, LeaseInfo) and other.token == got.info.token
+    got.release()
+    assert isinstance(remote.open("readwrite").acquire_lease("adder", skey, 30), Lease)

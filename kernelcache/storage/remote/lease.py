@@ -221,6 +221,8 @@ def acquire(store: Any, name: str, skey: str, ttl: float) -> Lease | LeaseInfo:
         return Lease(store, LeaseInfo(name, skey, gen, rec["host"], rec["pid"], rec["acquired"], rec["expires"],
                                       token), ttl)
     winner = _parse(store, name, skey, key, gen, None, ttl)
+    if winner is not None and winner.token == token:  # our create landed, its answer was lost
+        return Lease(store, winner, ttl)
     if winner is None:  # created and already released between our create and get
         winner = LeaseInfo(name, skey, gen, "?", 0, time.time(), time.time())
     return winner
