@@ -67,6 +67,7 @@ class FleetOutcome:
     entry: Entry | None = None
     lease: Any = None  # a compile lease this load now holds: build, upload, then release it
     misses: list[str] = field(default_factory=list)  # every refusal, for CacheMissError / explain
+    listed: int = 0  # entries the last listing found (refused ones are not fetched twice)
 
 
 def client(s: Settings):
@@ -149,6 +150,11 @@ def obtain(req: FleetRequest) -> FleetOutcome:
         while True:  # bounded: each round ends with an entry, our lease, or the holder's expiry
             lease = rc.acquire_lease(req.spec.name, req.skey, r.lease_ttl)
             if isinstance(lease, Lease):
+                # Another host may have published and released its lease between our list and
+                # our create: one more list before compiling again what it just built.
+                if not out.listed and rc.list_entries(req.spec.name, req.skey) and _fetch_first(req, rc, out):
+                    lease.release()
+                    return out
                 out.lease = lease
                 return out
             remaining = deadline - time.monotonic()
@@ -215,6 +221,7 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
 
     name, skey = req.spec.name, req.skey
     refs = rc.list_entries(name, skey)
+    out.listed = len(refs)
     if not refs:
         events.emit(events.Event.REMOTE_MISS, name=name, reason_code="remote_no_entry", remote=rc.url)
         out.misses.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}")
