@@ -295,8 +295,9 @@ def test_a_long_build_keeps_its_lease(file_remote, tmp_path, make_settings):
 
     remote = Remote("file", file_remote.url, {}, None, file_remote.path, make_settings)
     project = make_project(tmp_path / "proj")
-    ttl = {"KERNELCACHE_REMOTE_LEASE_TTL": "2"}
-    builder = Host("builder", tmp_path / "builder", _rw(remote, KC_SLOW_COMPILE="7", **ttl))
+    # the compile outlasts three TTLs; a renew every TTL/3 leaves 4 s for a stall on a loaded host
+    ttl = {"KERNELCACHE_REMOTE_LEASE_TTL": "6"}
+    builder = Host("builder", tmp_path / "builder", _rw(remote, KC_SLOW_COMPILE="20", **ttl))
     p = builder.start(project)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list(file_remote.path.rglob("leases/*/*/*")):

@@ -2,7 +2,6 @@
 counters, moto's request recorder); ``readwrite`` never overwrites an existing envelope."""
 from __future__ import annotations
 
-import time
 
 import pytest
 from .helpers import ids, make_files
@@ -19,11 +18,14 @@ def test_read_mode_sends_no_write_request(request, server_name, prefix, make_set
     from kernelcache.storage.remote.ops import remote_ls, remote_ping, remote_verify
 
     server = request.getfixturevalue(server_name)
+    w0 = server.write_requests()
     writer = open_remote(make_settings(server.url(prefix), "readwrite"), environ=server.env)
     skey, eid = ids()
     assert writer.publish("adder", skey, eid, {"e": 1}, make_files(tmp_path / "src"))
     lease = writer.acquire_lease("adder", ids()[0], 30)
-    time.sleep(0.3)
+    sent = writer.request_counts()
+    wait_until(lambda: server.write_requests() >= w0 + sent["put"] + sent["delete"], 10.0,
+               "the server to count the writer's requests")
     before = server.request_counts()
     writes_before = server.write_requests()
 
