@@ -307,3 +307,31 @@ def test_a_long_build_keeps_its_lease(file_remote, tmp_path, make_settings):
     assert finish(p, 120)["status"] == "built" and p.returncode == 0
     assert out["status"] == "remote" and waiter.compiles() == 0, (out, waiter.events("remote_lease_wait"))
     assert builder.compiles() == 1
+
+
+def test_a_host_that_wins_the_lease_after_another_published_lists_again(fleet_remote, tmp_path):
+    """Host A lists (nothing), then host B builds, publishes and releases its lease before A asks
+    for the lease: A wins it, and must list once more and load B's entry, not compile it again."""
+    project = make_project(tmp_path / "proj")
+    b = Host("b", tmp_path / "host_b", _rw(fleet_remote))
+    a = Host("a", tmp_path / "host_a", _rw(fleet_remote))
+    b_cmd = [__import__("sys").executable, "-c", b.load_code(project)]
+    between = f"""
+        import json, subprocess
+        from kernelcache.storage.remote.client import RemoteCache
+        _listed = []
+        _orig = RemoteCache.list_entries
+        def _list_then_b_publishes(self, name, skey):
+            refs = _orig(self, name, skey)
+            _listed.append(len(refs))
+            if len(_listed) == 1:  # between A's listing and A's lease: B builds, publishes, releases
+                p = subprocess.run({b_cmd!r}, env=json.loads({json.dumps(b.env())!r}), capture_output=True,
+                                   text=True, timeout=180, stdin=subprocess.DEVNULL)
+                assert "RESULT" in p.stdout, p.stderr
+            return refs
+        RemoteCache.list_entries = _list_then_b_publishes
+    """
+    out = a.load(project, before=between)
+    assert b.compiles() == 1 and len(b.events("remote_upload")) == 1
+    assert out["status"] == "remote" and a.compiles() == 0, (out, a.events())
+    assert out["value"] == 5 and len(a.events("remote_hit")) == 1
