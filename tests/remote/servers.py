@@ -69,6 +69,40 @@ def _port_free(port: int) -> bool:
             return False
 
 
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on 127.0.0.1:port (from /proc/net/tcp: state 0A is LISTEN)."""
+    want = f"0100007F:{port:04X}"
+    try:
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    return {f[9] for f in (ln.split() for ln in lines) if len(f) > 9 and f[1] == want and f[3] == "0A"}
+
+
+def owns_port(pid: int, port: int) -> bool:
+    """Does process ``pid`` hold the listening socket of 127.0.0.1:port? False while nobody
+    listens there yet; TimeoutError (start() then retries on other ports) when another process
+    does: a port picked free can be taken by another worker's server before ours binds it, and
+    that server's answers (and counters) would pass for ours."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return False
+    fd_dir = Path(f"/proc/{pid}/fd")
+    links = set()
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return False  # not started yet, or gone (start() sees the exit)
+    for fd in fds:
+        try:
+            links.add(os.readlink(fd_dir / fd))
+        except OSError:
+            pass  # closed meanwhile
+    if not any(f"socket:[{i}]" in links for i in inodes):
+        raise TimeoutError(f"port {port} is held by another process than pid {pid}")
+    return True
+
+
 def _http(method: str, url: str, timeout: float = 2.0, data: bytes | None = None) -> tuple[int, bytes]:
     assert url.startswith(f"http://{HOST}:"), url  # never anything but loopback
     req = urllib.request.Request(url, method=method, data=data)
@@ -179,6 +213,7 @@ class S3Server:
                 log.close()
             try:
                 wait_until(self._ready, timeout, f"{self.kind} S3 on {self.endpoint}", 0.1)
+                self._warm_up()
                 return self
             except TimeoutError as e:
                 last = e
@@ -234,12 +269,29 @@ class S3Server:
         if self.proc is not None and self.proc.poll() is not None:
             raise TimeoutError(f"{self.kind} exited with {self.proc.returncode}")
         if self.kind == "moto":
+            if not owns_port(self.proc.pid, self.port):
+                return False
             status, _ = _http("PUT", f"{self.endpoint}/{self.bucket}", timeout=1.0)
             return status in (200, 409)
+        ours = ("s3", "filer", "metrics")
+        if not all(owns_port(self.proc.pid, self._extra_ports[n]) for n in ours):
+            return False  # not bound yet, or another server holds one of them: start() retries
         # Unsigned request to the bucket: 403 AccessDenied once the gateway and IAM are up; the
         # bucket pre-created by -bucket must then be visible (anonymous HEAD says 403, not 404).
         status, _ = _http("HEAD", f"{self.endpoint}/{self.bucket}", timeout=1.0)
         return status == 403 and _seaweed_bucket_ready(self)
+
+    def _warm_up(self) -> None:
+        """SeaweedFS allocates the bucket's volumes on its first write (0.2 s idle, seconds on a
+        loaded host): write and delete one object through the filer (not counted as S3 requests)
+        so that no test's first create pays it inside its own timeout."""
+        if self.kind != "seaweed":
+            return
+        url = f"http://{HOST}:{self._extra_ports['filer']}/buckets/{self.bucket}/.kc-warm-up"
+        status, body = _http("PUT", url, timeout=60.0, data=b"warm")
+        if status != 201:
+            raise TimeoutError(f"warm-up write answered {status}: {body[:200]!r}")
+        _http("DELETE", url, timeout=60.0)
 
     # -- counting ----------------------------------------------------------------------------
     def _seaweed_counts(self) -> dict[str, int]:
