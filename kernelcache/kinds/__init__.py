@@ -26,17 +26,22 @@ if TYPE_CHECKING:
 
 
 def of(name: str) -> "Kind":
-    """The kind named ``name`` (SpecError when no file of this package defines it)."""
-    mod = sys.modules.get(f"{__name__}.{name}")
-    if mod is None:
-        if not name.isidentifier() or name in ("base", "torch_common"):
-            raise SpecError(f"unknown module kind {name!r}")
-        try:
-            mod = import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-            raise SpecError(f"unknown module kind {name!r} (no kernelcache/kinds/{name}.py)") from None
+    """The kind named ``name`` (SpecError when no file of this package defines it).
+
+    The fast path takes a module from ``sys.modules`` only once it has its ``KIND``: another
+    thread may still be executing it (the plugin warms kernels in parallel threads), and
+    ``import_module`` is what waits for that thread's import to finish."""
+    kind = getattr(sys.modules.get(f"{__name__}.{name}"), "KIND", None)
+    if kind is not None:
+        return kind
+    if not name.isidentifier() or name in ("base", "torch_common"):
+        raise SpecError(f"unknown module kind {name!r}")
+    try:
+        mod = import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
+        raise SpecError(f"unknown module kind {name!r} (no kernelcache/kinds/{name}.py)") from None
     kind = getattr(mod, "KIND", None)
     if kind is None:
         raise SpecError(f"unknown module kind {name!r}")
