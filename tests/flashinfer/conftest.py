@@ -128,41 +128,44 @@ def fi(tmp_path_factory: pytest.TempPathFactory) -> FiEnv:
 
 @dataclass
 class Toolkits:
-    """The CUDA toolkit again at other paths (hard links: the same bytes, stats and inodes), as on
-    a host whose toolkit was installed elsewhere; ``other`` has one header the module reads with
-    other bytes (its mtime and size kept apart from that)."""
+    """The CUDA toolkit again at other paths (copies with their sizes and mtimes: the same bytes
+    at another real path, other inodes, as on a host whose toolkit was installed elsewhere);
+    ``other`` has one header the module reads with other bytes (its mtime kept)."""
 
     real: Path
     same: Path
     other: Path
     changed: str  # the header of ``other`` that differs, relative to the toolkit
+    real_stats: dict  # (size, mtime_ns, ctime_ns, inode) of real files before the copies were made
 
 
 def _farm(src: Path, dst: Path) -> None:
-    def link(a: str, b: str) -> None:
-        try:
-            os.link(a, b)
-        except OSError:  # another filesystem: a copy with its times is the same toolkit too
-            shutil.copy2(a, b)
-
-    shutil.copytree(src, dst, symlinks=True, copy_function=link)
+    """Copies, never hard links: a hard link changes the ctime of the real toolkit's files (their
+    link count), and every other test process that witnessed them by stat (hit records, recalled
+    calls) would then see a toolkit that changed under it (~315 MB each, seconds)."""
+    shutil.copytree(src, dst, symlinks=True)
 
 
 @pytest.fixture(scope="session")
 def toolkits(fi: FiEnv) -> Toolkits:
     real = Path(os.path.realpath("/usr/local/cuda"))
     base = fi.tmp / "toolkits"
+    changed = "include/cuda_runtime_api.h"
+    real_stats = {rel: _stat(real / rel) for rel in ("bin/nvcc", changed, "include/cuda.h")}
     same, other = base / "host-b" / "cuda", base / "host-c" / "cuda"
     _farm(real, same)
     _farm(real, other)
-    changed = "include/cuda_runtime_api.h"
     f = other / changed
     st = f.stat()
     data = f.read_bytes()
-    f.unlink()  # break the hard link: the real toolkit keeps its bytes
     f.write_bytes(data.replace(b"#define", b"#define ", 1))
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return Toolkits(real=real, same=same, other=other, changed=changed)
+    return Toolkits(real=real, same=same, other=other, changed=changed, real_stats=real_stats)
+
+
+def _stat(p: Path) -> tuple[int, int, int, int]:
+    st = p.stat()
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
 def without_cuda_on_path(env: dict[str, str]) -> str:

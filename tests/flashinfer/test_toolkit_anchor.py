@@ -1,7 +1,7 @@
 """Hosts whose CUDA toolkit sits at another path share FlashInfer entries; other bytes do not.
 
-The toolkit is linked again under the session's tmp (``conftest.toolkits``: hard links, so the
-same bytes at another real path), once as is and once with one header the module reads changed.
+The toolkit is copied again under the session's tmp (``conftest.toolkits``: the same bytes,
+sizes and mtimes at another real path), once as is and once with one header the module reads changed.
 A process given that toolkit (``CUDA_HOME``, no CUDA directory on ``PATH``) is another host with
 the same fleet store or the same cache directory (a shared cache). The fleet test pushes the real
 toolkit's entry alone (the local test builds one against the changed toolkit, in any order).
@@ -86,3 +86,13 @@ def test_the_python_include_anchor_is_the_dir_sysconfig_names() -> None:
     from kernelcache.anchors import python_include_dirs
 
     assert os.path.realpath(sysconfig.get_path("include")) in {os.path.realpath(d) for d in python_include_dirs()}
+
+
+def test_the_toolkits_elsewhere_leave_the_real_one_as_every_other_process_saw_it(toolkits: Toolkits) -> None:
+    """Hard links would change the real files' ctime (their link count): every hit record and
+    recalled call of the other test processes that witnessed them would see a changed toolkit
+    (seen in CI: a drop-in call in another worker was no longer recalled)."""
+    from .conftest import _stat
+
+    assert {rel: _stat(toolkits.real / rel) for rel in toolkits.real_stats} == toolkits.real_stats
+    assert (toolkits.same / "bin/nvcc").stat().st_ino != (toolkits.real / "bin/nvcc").stat().st_ino
