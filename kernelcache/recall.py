@@ -240,29 +240,34 @@ def distributions_stamp() -> tuple:
     """Per ``sys.path`` entry, what installing, removing or reinstalling a distribution changes
     (the key of the companion wheels' prebuilt roots, ``kernelcache.storage.prebuilt``).
 
-    An install directory: its mtime (pip adds, removes or replaces a ``*.dist-info`` directory
-    in it; writing files deeper down does not move it). The working directory (``''`` or the
-    cwd itself, where scripts write files all the time): the names and mtimes of the
-    ``*.dist-info``/``*.egg-info`` directories in it, which is all ``importlib.metadata`` reads
-    there. A missing entry is part of the stamp too (it may appear later). Left out: the
-    directory of setuptools' vendored packages, which importing setuptools appends to
-    ``sys.path`` (``torch.utils.cpp_extension`` imports it, so a process whose full path wrote
-    torch's flag lines has it and the next one does not; no companion wheel lives there).
+    A directory of the Python installation (under ``sys.prefix``, ``sys.base_prefix``,
+    ``sys.exec_prefix``: site-packages, the standard library): its mtime (pip adds, removes or
+    replaces a ``*.dist-info`` directory in it; writing files deeper down does not move it).
+    Any other directory (the working directory, a checkout on ``PYTHONPATH``, where people and
+    tools create files all the time): the names and mtimes of the ``*.dist-info``,
+    ``*.egg-info`` and ``*.egg`` entries in it, which is all ``importlib.metadata`` reads there;
+    a ``build/`` or an editor's swap file appearing in a checkout is not a new distribution. A
+    missing entry is part of the stamp too (it may appear later). Left out: the directory of
+    setuptools' vendored packages, which importing setuptools appends to ``sys.path``
+    (``torch.utils.cpp_extension`` imports it, so a process whose full path wrote torch's flag
+    lines has it and the next one does not; no companion wheel lives there).
     """
     cwd = os.getcwd()
+    owned = _OWNED
     stamp = []
     for p in sys.path:
         if p.endswith(_VENDORED):
             continue
         d = p or cwd
         try:
-            if os.path.abspath(d) != cwd:
+            a = os.path.abspath(d)
+            if a != cwd and a.startswith(owned):
                 stamp.append((p, os.stat(d).st_mtime_ns))
                 continue
             metas = []
             with os.scandir(d) as it:
                 for e in it:
-                    if e.name.endswith((".dist-info", ".egg-info")):
+                    if e.name.endswith((".dist-info", ".egg-info", ".egg")):
                         metas.append((e.name, e.stat().st_mtime_ns))
             stamp.append((p, tuple(sorted(metas))))
         except OSError:
@@ -270,7 +275,9 @@ def distributions_stamp() -> tuple:
     return tuple(stamp)
 
 
-_VENDORED = tuple(os.sep + os.path.join(pkg, "_vendor") for pkg in ("setuptools", "pkg_resources"))
+# The Python installation's prefixes, each ending in a separator (fixed for a process).
+_OWNED = (os.path.join(sys.prefix, ""), os.path.join(sys.base_prefix, ""), os.path.join(sys.exec_prefix, ""))
+_VENDORED = (os.path.join(os.sep, "setuptools", "_vendor"), os.path.join(os.sep, "pkg_resources", "_vendor"))
 
 
 def write(d: str, rec: tuple, base: str | None = None) -> None:
