@@ -127,13 +127,6 @@ def read_file(path: str) -> tuple | None:
     return rec
 
 
-def orphaned(path: str) -> bool:
-    """Is the memo at ``path`` of no further use (unreadable, another format, or its entry gone)?
-    ``kernelcache prune`` removes such memos; a live one is rewritten by the next full path."""
-    rec = read_file(path)
-    return rec is None or not os.path.isdir(rec[3])
-
-
 def holds(rec: tuple) -> bool:
     """Does everything the recorded answer rests on still stand?"""
     _fmt, _name, _eid, _edir, _so, _how, paths, stats, absent, stamp, _note = rec
@@ -278,24 +271,3 @@ def distributions_stamp() -> tuple:
 # The Python installation's prefixes, each ending in a separator (fixed for a process).
 _OWNED = (os.path.join(sys.prefix, ""), os.path.join(sys.base_prefix, ""), os.path.join(sys.exec_prefix, ""))
 _VENDORED = (os.path.join(os.sep, "setuptools", "_vendor"), os.path.join(os.sep, "pkg_resources", "_vendor"))
-
-
-def write(d: str, rec: tuple, base: str | None = None) -> None:
-    """Publish a memo atomically (best effort: a memo that cannot be written only costs speed)."""
-    path = memo_path(d, base)
-    tmp = f"{path}.{os.getpid()}.{os.urandom(3).hex()}"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(marshal.dumps(rec, 2))
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def forget() -> None:
-    """Forget this process's loaded modules (``process_state``; admit shares these dicts)."""
-    MODULES.clear()

@@ -13,6 +13,7 @@ not by stats), settings given as an object rather than by the environment.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import shutil
 from pathlib import Path
@@ -95,7 +96,7 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
     head = w[1]
     rec = (recall.FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
            b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.distributions_stamp(), note)
-    recall.write(digest, rec, str(settings.cache_dir))
+    _publish(recall.memo_path(digest, str(settings.cache_dir)), rec)
     return True
 
 
@@ -171,3 +172,20 @@ def _witnesses(spec: KernelSpec, settings: Settings, edir: Path):
         if not w.add(os.path.join(here, rule)):
             return None
     return w, head
+
+
+def _publish(path: str, rec: tuple) -> None:
+    """Publish a memo atomically (best effort: a memo that cannot be written only costs speed).
+    Here, not in ``recall``: a recalled call never writes, and every function of that module
+    is allocated in each process that recalls."""
+    tmp = f"{path}.{os.getpid()}.{os.urandom(3).hex()}"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(marshal.dumps(rec, 2))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass

@@ -251,7 +251,8 @@ class LocalStore:
         except OSError:
             return
         for p in memos:
-            if recall.orphaned(p):
+            rec = recall.read_file(p)  # unreadable, another format, or its entry gone: no use
+            if rec is None or not os.path.isdir(rec[3]):
                 try:
                     os.unlink(p)
                 except OSError:
