@@ -72,10 +72,10 @@ def test_artifact_with_other_schema_is_refused_and_jit_fallback_builds(kc_env, p
     with pytest.raises(kc.CacheMissError, match="schema differs"):
         kc.load(spec)
     monkeypatch.delenv("KERNELCACHE_NO_BUILD")  # building allowed: falls back to JIT
-    m, res = kc.loader.load_with_result(project_spec(project))
+    m, res = kc.load_with_result(project_spec(project))
     assert res.status == "prebuilt"  # the matching spec still uses the artifact
     project_mod = make_project(project.parent / "proj2", offset=1)
-    m2, res2 = kc.loader.load_with_result(project_spec(project_mod))
+    m2, res2 = kc.load_with_result(project_spec(project_mod))
     assert res2.status == "built" and m2.add(0, 0) == 1
 
 
@@ -104,7 +104,7 @@ def test_artifact_for_another_cuda_arch_is_refused(kc_env, tmp_path, monkeypatch
         kc.load(spec)
     monkeypatch.setenv("KERNELCACHE_CUDA_ARCH", "8.0")
     kc.reset_process_state()
-    assert kc.loader.load_with_result(spec)[1].status == "prebuilt"
+    assert kc.load_with_result(spec)[1].status == "prebuilt"
 
 
 def test_ls_marks_prebuilt_entries(kc_env, artifact_root):

@@ -73,7 +73,7 @@ def test_loser_of_a_publish_race_uses_its_own_copy_when_the_winner_is_incomplete
     winner = kc_env.cache / "v1" / "entries" / "adder" / kdir / eid
     winner.mkdir(parents=True)
     (winner / "adder.so.partial").write_bytes(b"\0" * 10)
-    mod, res = kc.loader.load_with_result(project_spec(project))
+    mod, res = kc.load_with_result(project_spec(project))
     assert mod.add(2, 2) == 4 and res.status == "built"
     assert kc.stats()["publish_races_lost"] == 1
     assert Path(res.entry_path).parent.name == "tmp"  # loaded from its own complete build

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import kernelcache as kc
-from kernelcache import kinds, level1
+from kernelcache import kinds, level1, toolchain
 from tests.support import project_spec
 
 
@@ -35,7 +35,7 @@ def test_checkout_path_is_not_in_the_key(tmp_path):
 
 def test_cuda_arch_comes_from_settings(tmp_path):
     try:
-        kc.toolchain.find_cuda_home()
+        toolchain.find_cuda_home()
     except kc.ToolchainError:
         pytest.skip("no CUDA toolkit")
     (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
