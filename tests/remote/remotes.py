@@ -53,6 +53,14 @@ class Remote:
     def subprocess_env(self, **extra: str) -> dict[str, str]:
         return clean_env(**{**self.env, **extra})
 
+    def require_arbitrated_creates(self) -> None:
+        """Skip a test of racing creates on moto: moto_server checks ``If-None-Match`` and stores
+        the object in two steps without a lock, so under load two racing creates of one key both
+        get 200 (3-6 of 150 races of 8 writers, cores busy; a shuffled suite run hit it once).
+        One winner is the store's guarantee, not ours: the file remote and SeaweedFS show it."""
+        if self.kind == "moto":
+            pytest.skip("moto_server does not arbitrate racing conditional creates (check, then store)")
+
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without AWS_* and KERNELCACHE_*, this checkout first on

@@ -61,6 +61,7 @@ def test_expired_lease_is_taken_over(remote):
 
 
 def test_racing_acquirers_have_one_winner(remote):
+    remote.require_arbitrated_creates()
     skey = ids()[0]
     clients = [remote.open("readwrite") for _ in range(6)]
     out: list = [None] * 6

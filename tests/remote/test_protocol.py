@@ -64,6 +64,7 @@ def test_conditional_create_race_has_one_winner(remote):
     wait is contention, not an outage. SeaweedFS answers the creates of one key a second apart,
     so with a 2 s timeout the later writers' requests time out for real (CI saw the eighth one
     raise and mark the store down): what the key holds then decides, and the store stays up."""
+    remote.require_arbitrated_creates()
     rc = remote.open("readwrite", timeout=2.0)
     key = f"entries/adder/{ids()[0]}/{ids()[1]}.json"
     results: dict[int, bool] = {}
