@@ -1,5 +1,6 @@
 """Anchors: machine-specific path prefixes written as ``${ROOT}``, ``${TVM_FFI}``, ``${SITE}``,
-``${CUDA}`` (the CUDA toolkit's real path) and ``${PYINC}`` (the Python headers' directory).
+``${CUDA}`` (the CUDA toolkit's real path), ``${PYINC}`` (the Python headers' directory) and
+``${KERNELCACHE}`` (this package: the schema-export header it pre-includes).
 
 Keys and recorded dependencies name files relative to these anchors, so a checkout, a venv or a
 toolkit that sits elsewhere (another host of the fleet, a CI runner) computes the same keys and
@@ -27,6 +28,8 @@ TVM_FFI = "${TVM_FFI}"
 SITE = "${SITE}"  # site-packages: header-only dependencies (FlashInfer) relocate with the venv
 CUDA = "${CUDA}"  # the toolkit: /usr/local/cuda-13.0 here, /opt/cuda there, same bytes, one key
 PYINC = "${PYINC}"  # sysconfig's "include" (FlashInfer and torch put it on every command line)
+KERNELCACHE = "${KERNELCACHE}"  # this package's directory (plan.SCHEMA_EXPORT_HEADER lives there)
+PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 # A "toolkit" that is a system prefix (Debian's nvcc in /usr) is left unanchored: anchoring /usr
 # would name the system's own headers and compilers after the toolkit.
 _SYSTEM_PREFIXES = frozenset({"/", "/usr", "/usr/local", "/opt"})
@@ -45,13 +48,14 @@ def anchors_of(spec: KernelSpec) -> list[tuple[str, str]]:
 
 
 def machine_anchors() -> list[tuple[str, str]]:
-    """This host's install locations: tvm-ffi, site-packages, the CUDA toolkit, Python's headers.
+    """This host's install locations: tvm-ffi, site-packages, the CUDA toolkit, Python's headers,
+    kernelcache itself.
 
     A location may have two spellings (``CUDA_HOME=/usr/local/cuda``, a symlink, and its real
     path): both are anchored, so command lines naming either and depfiles (real paths) agree.
     """
     tvm_dir = toolchain.tvm_ffi_paths().package_dir
-    pairs = [(TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir))]
+    pairs = [(TVM_FFI, tvm_dir), (SITE, os.path.dirname(tvm_dir)), (KERNELCACHE, PACKAGE_DIR)]
     pairs += [(CUDA, d) for d in toolkit_dirs()]
     pairs += [(PYINC, d) for d in python_include_dirs()]
     return pairs

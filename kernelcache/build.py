@@ -17,7 +17,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from . import events, key, level1, toolchain
 from .errors import BuildError
@@ -77,25 +77,39 @@ def _failed_command(output: str) -> str:
     return ""
 
 
-def _run_ninja(plan: BuildPlan, bdir: Path, target: str | None, log: list[str], jobs: int | None) -> None:
+def _run_ninja(plan: BuildPlan, bdir: Path, targets: list[str], log: list[str], jobs: int | None) -> None:
+    with _ninja(plan, bdir, targets, log, jobs) as finish:
+        finish()
+
+
+@contextmanager
+def _ninja(plan: BuildPlan, bdir: Path, targets: list[str], log: list[str], jobs: int | None
+           ) -> Iterator[Callable[[], None]]:
+    """ninja running in the background: the body may work meanwhile, then calls the yielded
+    ``finish`` (wait, raise BuildError on failure). Leaving the body by an exception stops ninja
+    and every compiler it started."""
     argv = [toolchain.find_ninja(), "-C", str(bdir)]
     if jobs:
         argv += ["-j", str(jobs)]
-    if target:
-        argv.append(target)
+    argv += targets
     with _compiler_processes(argv) as proc:
-        # Long CUDA builds take minutes: say so every HEARTBEAT_S instead of going silent.
-        t0 = time.monotonic()
-        while True:
-            try:
-                stdout, _ = proc.communicate(timeout=HEARTBEAT_S)
-                break
-            except subprocess.TimeoutExpired:
-                events.emit(events.Event.BUILD_PROGRESS, name=plan.spec.name, seconds=time.monotonic() - t0)
-    out = stdout or ""
-    log.append(out)
-    if proc.returncode != 0:
-        raise BuildError(plan.spec.name, _failed_command(out) or shlex.join(argv), out, proc.returncode)
+        def finish() -> None:
+            # Long CUDA builds take minutes: say so every HEARTBEAT_S instead of going silent.
+            t0 = time.monotonic()
+            while True:
+                try:
+                    stdout, _ = proc.communicate(timeout=HEARTBEAT_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    events.emit(events.Event.BUILD_PROGRESS, name=plan.spec.name, seconds=time.monotonic() - t0)
+            out = stdout or ""
+            log.append(out)
+            if proc.returncode != 0:
+                raise BuildError(plan.spec.name, _failed_command(out) or shlex.join(argv), out, proc.returncode)
+
+        yield finish
+        if proc.returncode is None:
+            finish()
 
 
 class _Terminated(BaseException):
@@ -203,27 +217,8 @@ def _prepare_record(plan: BuildPlan) -> None:
         pass
 
 
-def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None = None) -> BuildOutput:
-    """Build into ``bdir`` (a fresh private dir). Raises BuildError; leaves cleanup to the caller."""
-    t_start = time.monotonic()
-    wall0 = time.time_ns()
-    log: list[str] = []
-    # The identity is a per-build nonce compiled in alongside the sources (one ninja run, no
-    # extra serial step); the manifest records it, so a .so that does not belong to its
-    # manifest is caught right after dlopen.
-    identity = uuid.uuid4().hex
-    (bdir / "kc_identity.c").write_text(
-        f'__attribute__((visibility("default"))) const char* {IDENTITY_SYMBOL}(void) '
-        f'{{ return "{identity}"; }}\n'
-    )
-    _write_ninja(plan, bdir)
-    beside = threading.Thread(target=_prepare_record, args=(plan,), name="kernelcache-prepare", daemon=True)
-    beside.start()
-    try:
-        _run_ninja(plan, bdir, None, log, jobs)
-    finally:
-        beside.join()
-    t_compiled = time.monotonic()
+def _record(plan: BuildPlan, l1: level1.Level1, bdir: Path, wall0: int) -> tuple[list[dict], list[str], bool, str]:
+    """What the compilers read (deps, absent probes) and whether the result may be published."""
     dep_paths: list[str] = []
     for step in plan.sources:
         try:
@@ -239,6 +234,42 @@ def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None =
         if d["stat"][2] >= wall0:  # ctime at or after the build started
             publishable, why = False, f"{d['path']} changed while it was being compiled"
             break
+    try:
+        from . import deprecord
+
+        deprecord.prepare([d["path"] for d in deps])  # the hit record's trusted packages, ahead
+    except Exception:  # noqa: BLE001 - a warm-up only: writing the record reports its own failures
+        pass
+    return deps, absent, publishable, why
+
+
+def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None = None) -> BuildOutput:
+    """Build into ``bdir`` (a fresh private dir). Raises BuildError; leaves cleanup to the caller."""
+    t_start = time.monotonic()
+    wall0 = time.time_ns()
+    log: list[str] = []
+    # The identity is a per-build nonce compiled in alongside the sources (no extra serial
+    # step); the manifest records it, so a .so that does not belong to its manifest is caught
+    # right after dlopen.
+    identity = uuid.uuid4().hex
+    (bdir / "kc_identity.c").write_text(
+        f'__attribute__((visibility("default"))) const char* {IDENTITY_SYMBOL}(void) '
+        f'{{ return "{identity}"; }}\n'
+    )
+    _write_ninja(plan, bdir)
+    beside = threading.Thread(target=_prepare_record, args=(plan,), name="kernelcache-prepare", daemon=True)
+    beside.start()
+    objects = [os.path.join(str(bdir), st.obj) for st in plan.sources] + [os.path.join(str(bdir), "kc_identity.o")]
+    try:
+        _run_ninja(plan, bdir, objects, log, jobs)
+    finally:
+        beside.join()
+    t_compiled = time.monotonic()
+    # The link runs while this process records what the compilers read (hashes, trusted
+    # packages): the record needs only the depfiles, and the link leaves this core idle.
+    with _ninja(plan, bdir, [os.path.join(str(bdir), plan.so_name)], log, jobs) as linked:
+        deps, absent, publishable, why = _record(plan, l1, bdir, wall0)
+        linked()
     eid = key.entry_id(l1.key, deps, absent)
     so = bdir / plan.so_name
     if not so.exists():

@@ -28,6 +28,7 @@ import zlib
 from array import array
 from pathlib import Path
 
+from . import process_state
 from .key import DepCheck
 from .recall import stat_array
 
@@ -98,7 +99,10 @@ class HitRecord:
         so_name = head.get("so_name")
         stamp = stat_cache.get(f"binary:{so_name}") or ()
         stamp = tuple(int(x) for x in stamp) if len(stamp) == _FIELDS else (0,) * _FIELDS
-        found = _trusted_groups([os.fsdecode(p) for p in paths])
+        names = [os.fsdecode(p) for p in paths]
+        found = _prepared.pop(tuple(names), None)
+        if found is None:
+            found = _trusted_groups(names)
         taken = {i for g in found for i in g.members}
         order = [i for i in range(len(paths)) if i not in taken] + [i for g in found for i in g.members]
         n_checked = len(paths) - len(taken)
@@ -260,6 +264,21 @@ def _stat_of(anchored: str, anchors: list[tuple[str, str]]) -> tuple[int, ...] |
         return tuple(stat_fields(os.stat(resolved(b"\0" + os.fsencode(anchored), anchors)[0])))
     except OSError:
         return None
+
+
+_prepared: dict[tuple[str, ...], list] = {}  # anchored dep names -> their trusted groups, ahead
+
+
+process_state.register("deprecord.prepared", _prepared.clear)
+
+
+def prepare(names: list[str]) -> None:
+    """Find the trusted groups of a build's dependencies before its manifest exists (the build
+    does this while the linker runs); the record written next takes them instead of looking
+    again. A few builds' worth are kept (parallel warms build in threads; a miss only looks again)."""
+    if len(_prepared) >= 8:
+        _prepared.clear()
+    _prepared[tuple(names)] = _trusted_groups(names)
 
 
 def _trusted_groups(names: list[str]) -> list:

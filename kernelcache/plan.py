@@ -20,19 +20,42 @@ BASE_CXXFLAGS = ["-std=c++17", "-fPIC", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_MET
 BASE_CFLAGS = ["-fPIC", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
 BASE_CUDAFLAGS = ["-Xcompiler", "-fPIC", "-std=c++17", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]
 IDENTITY_SYMBOL = "__kernelcache_identity"
+# pre-included where a tvm-ffi source exports functions: the same schema metadata as tvm-ffi's
+# macro at a fraction of its compile cost (the header says why)
+SCHEMA_EXPORT_HEADER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "csrc", "tvm_ffi_schema_export.h")
+EXPORT_MACRO = b"TVM_FFI_DLL_EXPORT_TYPED_FUNC"
+
+
+def exports_functions(path: str) -> bool:
+    """Does this source spell tvm-ffi's export macro? Only such a translation unit gets the
+    schema-export header: pre-including it elsewhere would parse tvm-ffi's headers for nothing.
+    (A source that exports through a macro of its own header keeps tvm-ffi's metadata macro.)"""
+    try:
+        with open(path, "rb") as f:
+            return EXPORT_MACRO in f.read()
+    except OSError:
+        return False  # the compiler reports the missing source
 
 
 class SourceStep:
     """One source's compile step (plain classes here: the plan is made on every load's path,
     and ``@dataclass`` creates each class through ``exec`` at import, ~0.5 ms a class)."""
 
-    __slots__ = ("rel", "path", "lang", "obj")
+    __slots__ = ("rel", "path", "lang", "obj", "_exports")
 
     def __init__(self, rel: str, path: str, lang: str, obj: str) -> None:
         self.rel = rel  # id relative to root (or absolute when outside root)
         self.path = path  # absolute realpath
         self.lang = lang  # "cxx" | "c" | "cuda"
         self.obj = obj  # object file name inside the build dir
+        self._exports: bool | None = None
+
+    @property
+    def exports(self) -> bool:
+        """Whether the source spells tvm-ffi's export macro (read once, when first asked)."""
+        if self._exports is None:
+            self._exports = self.lang != "c" and exports_functions(self.path)
+        return self._exports
 
     def __repr__(self) -> str:
         return f"SourceStep(rel={self.rel!r}, path={self.path!r}, lang={self.lang!r}, obj={self.obj!r})"
@@ -42,14 +65,14 @@ class BuildPlan:
     """Everything a build of one spec runs: steps, tools, flags (a plain class: see SourceStep)."""
 
     __slots__ = ("spec", "sources", "cxx", "nvcc", "cxx_flags", "cuda_flags", "ld_flags", "_include_dirs",
-                 "archs", "tools", "cc", "c_flags", "so_name", "shared", "kind_inputs")
+                 "archs", "tools", "cc", "c_flags", "so_name", "shared", "kind_inputs", "schema_header")
 
     def __init__(self, spec: KernelSpec, sources: list[SourceStep], cxx: str, nvcc: str | None,
                  cxx_flags: list[str], cuda_flags: list[str], ld_flags: list[str],
                  include_dirs: list[str] | Callable[[], list[str]],
                  archs: tuple[str, ...], tools: dict[str, dict] | None = None, cc: str | None = None,
                  c_flags: list[str] | None = None, so_name: str = "", shared: bool = True,
-                 kind_inputs: dict[str, str] | None = None) -> None:
+                 kind_inputs: dict[str, str] | None = None, schema_header: str | None = None) -> None:
         self.spec, self.sources, self.cxx, self.nvcc = spec, sources, cxx, nvcc
         self.cxx_flags, self.cuda_flags, self.ld_flags = cxx_flags, cuda_flags, ld_flags
         self._include_dirs = include_dirs  # a list, or how to make it (only a build reads it)
@@ -60,6 +83,7 @@ class BuildPlan:
         self.so_name = so_name  # the output file (the kind's: ``<name>.so``, or ``<name>`` for an executable)
         self.shared = shared  # linked -shared (the kind's fact)
         self.kind_inputs = {} if kind_inputs is None else kind_inputs  # what the kind adds to the keys
+        self.schema_header = schema_header  # pre-included into exporting C++/CUDA sources (tvm-ffi plans)
 
     @property
     def include_dirs(self) -> list[str]:
@@ -71,13 +95,14 @@ class BuildPlan:
     def compile_argv(self, step: SourceStep, build_dir: str) -> list[str]:
         obj = os.path.join(build_dir, step.obj)
         dep = obj + ".d"
-        if step.lang == "cuda":
-            assert self.nvcc is not None
-            return [self.nvcc, "-MD", "-MF", dep, *self.cuda_flags, "-c", step.path, "-o", obj]
         if step.lang == "c":
             assert self.cc is not None
             return [self.cc, "-MD", "-MF", dep, *self.c_flags, "-c", step.path, "-o", obj]
-        return [self.cxx, "-MD", "-MF", dep, *self.cxx_flags, "-c", step.path, "-o", obj]
+        pre = ["-include", self.schema_header] if self.schema_header and step.exports else []
+        if step.lang == "cuda":
+            assert self.nvcc is not None
+            return [self.nvcc, "-MD", "-MF", dep, *self.cuda_flags, *pre, "-c", step.path, "-o", obj]
+        return [self.cxx, "-MD", "-MF", dep, *self.cxx_flags, *pre, "-c", step.path, "-o", obj]
 
     def identity_argv(self, build_dir: str) -> list[str]:
         return [self.cxx, "-x", "c", "-fPIC", "-O1", "-c",
@@ -165,7 +190,7 @@ def tvm_ffi_plan(spec: KernelSpec, settings: Settings, so_name: str, shared: boo
     return BuildPlan(
         spec=spec, sources=steps, cxx=cxx, nvcc=nvcc, cxx_flags=cxx_flags, cuda_flags=cuda_flags,
         ld_flags=ld_flags, include_dirs=include_dirs, archs=archs, tools=tools, cc=cc, c_flags=c_flags,
-        so_name=so_name, shared=shared, kind_inputs=dict(kind_inputs or {}),
+        so_name=so_name, shared=shared, kind_inputs=dict(kind_inputs or {}), schema_header=SCHEMA_EXPORT_HEADER,
     )
 
 

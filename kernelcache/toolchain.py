@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -206,7 +207,13 @@ def nvcc_major() -> str | None:
 
 
 def find_ninja() -> str:
-    """The ninja of the `ninja` wheel (a declared dependency), else the one on PATH."""
+    """The ninja of the `ninja` wheel (a declared dependency), else the one on PATH.
+
+    The interpreter's own scripts directory is looked at first: it is where the wheel puts its
+    binary in a virtual environment, and asking ``sysconfig`` costs milliseconds a process."""
+    cand = Path(sys.executable).parent / "ninja"
+    if cand.exists():
+        return str(cand)
     spec = importlib.util.find_spec("ninja")
     if spec and spec.submodule_search_locations:
         cand = Path(list(spec.submodule_search_locations)[0]) / "data" / "bin" / "ninja"

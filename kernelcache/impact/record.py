@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import events, process_state
+from ..anchors import KERNELCACHE, PACKAGE_DIR
 from ..layout import AREAS, Layout
 from ..manifest import Manifest
 from ..manifest import read as read_manifest
@@ -205,6 +206,8 @@ def kernel_record(name: str, repo: RepoPaths, root: Path | None, sources: Iterab
             # ``${ROOT}/../common/x.h``: a file outside the root that moves with it
             rel = posixpath.normpath(prefix + p[len(ROOT) + 1:]) if "/.." in p else prefix + p[len(ROOT) + 1:]
             return None if rel == ".." or rel.startswith("../") else rel
+        if p.startswith(KERNELCACHE + "/"):  # this package's own header: in a checkout, a repository file
+            return repo.in_repository(PACKAGE_DIR + p[len(KERNELCACHE):])
         if p.startswith("${"):
             return None  # ${TVM_FFI}, ${SITE}: the environment, not the repository
         return repo.in_repository(p)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 
 import pytest
@@ -72,3 +73,20 @@ def test_merge_keeps_tests_that_did_not_run_and_drops_deleted_files():
     assert merged.record_commits() == {"a" * 40, b} and merged.dirty == {"a" * 40: ["data/d.json"]}
     kept = new.merged_into(old, existing=None)
     assert kept.tests["tests/test_y.py::t"].early_skip
+
+
+def test_kernelcaches_own_pre_included_header_is_a_kernel_input_where_the_repository_holds_it() -> None:
+    """Every exporting tvm-ffi source reads kernelcache's schema-export header (recorded as
+    ``${KERNELCACHE}/...``): in this repository an edit to it must select the kernels' tests."""
+    from types import SimpleNamespace
+
+    from kernelcache.anchors import PACKAGE_DIR
+    from kernelcache.impact.record import RepoPaths, kernel_record
+
+    repo_root = Path(PACKAGE_DIR).parent
+    header = "kernelcache/csrc/tvm_ffi_schema_export.h"
+    assert (repo_root / header).is_file()
+    manifest = SimpleNamespace(source_hashes={}, entry_id="e1", absent=[], deps=[
+        {"path": "${KERNELCACHE}/csrc/tvm_ffi_schema_export.h"}, {"path": "${TVM_FFI}/include/tvm/ffi/function.h"}])
+    rec = kernel_record("k", RepoPaths(repo_root, [header]), None, [], manifest, [])
+    assert rec.inputs == [header]  # the package's header; tvm-ffi's stays the environment's

@@ -24,6 +24,7 @@ PKG = Path(kc.__file__).resolve().parent
 MEMOS = {
     "admit.py": {"admit.admitted"},
     "anchors.py": {"anchors.project_roots"},
+    "deprecord.py": {"deprecord.prepared"},
     "events.py": {"events.counters"},
     "gpu.py": {"gpu.detection"},
     "native.py": {"native.cpu_features"},
@@ -249,6 +250,17 @@ def test_fleet_clients_and_the_down_state_are_forgotten(tmp_path):
     kc.reset_process_state()
     again = fleet.client(s)
     assert again is not rc and again.down_reason is None
+
+
+def test_prepared_trust_groups_are_forgotten(tmp_path):
+    from kernelcache import deprecord
+
+    header = tmp_path / "x.h"
+    header.write_text("int x;\n")
+    deprecord.prepare([str(header)])
+    assert deprecord._prepared
+    kc.reset_process_state()
+    assert not deprecord._prepared
 
 
 def test_system_package_listings_are_forgotten(tmp_path, monkeypatch):
