@@ -112,6 +112,20 @@ class KcEnv:
         return proc
 
 
+def build_tree_copy(dst: Path) -> Path:
+    """A copy of what building this project's wheel reads, at ``dst``. Tests build or pip-install
+    from the copy, never from the checkout: a build in the checkout rewrites its ``build/`` and
+    ``kernelcache.egg-info``, and every test process has the checkout on ``sys.path``, where a
+    recalled call witnesses the ``*.egg-info`` (CI lost a recall to a concurrent install)."""
+    import shutil
+
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(REPO / name, dst / name)
+    shutil.copytree(REPO / "kernelcache", dst / "kernelcache", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    return dst
+
+
 def make_project(base: Path, offset: int = 0, fn: str = "add", header: str = "kc_add.h") -> Path:
     """A tiny kernel project: src/add.cc including include/<header> (via -I include)."""
     (base / "include").mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -15,9 +14,10 @@ import pytest
 from kernelcache import patch
 from kernelcache.settings import Settings, patch_requested
 
+from tests.support import build_tree_copy
+
 from .conftest import tvm_env
 
-REPO = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
 before = "kernelcache" in sys.modules
@@ -91,14 +91,9 @@ def test_a_drop_in_without_its_adapter_is_named_when_asked_for_and_skipped_by_al
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """A real wheel of this tree (built once per module), from a copy of what the build reads: a
-    build in the checkout rewrites its ``build/`` and ``kernelcache.egg-info``, which every test
-    process with the checkout on ``sys.path`` witnesses (a shuffled run lost a recall to it)."""
+    """A real wheel of this tree (built once per module), from a copy (``build_tree_copy``)."""
     out = tmp_path_factory.mktemp("wheel")
-    src = tmp_path_factory.mktemp("wheel-src")
-    for name in ("pyproject.toml", "setup.py", "README.md"):
-        shutil.copy2(REPO / name, src / name)
-    shutil.copytree(REPO / "kernelcache", src / "kernelcache", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    src = build_tree_copy(tmp_path_factory.mktemp("wheel-src"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
                     str(src)], check=True, capture_output=True, timeout=600)
     (whl,) = out.glob("kernelcache-*.whl")

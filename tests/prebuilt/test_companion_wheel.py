@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import build_tree_copy
 
 REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
@@ -38,7 +39,7 @@ def test_fresh_venv_without_compiler_uses_companion_wheel(tmp_path):
     _run([sys.executable, "-m", "venv", str(venv)])
     py = str(venv / "bin" / "python")
     pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", str(REPO / "ci" / "constraints.txt")]
-    _run([*pip, str(REPO), whl, "pytest"], env=env, timeout=900)
+    _run([*pip, str(build_tree_copy(tmp_path / "kernelcache-src")), whl, "pytest"], env=env, timeout=900)
     # 3. no compiler anywhere: PATH holds only the venv's bin
     tests = tmp_path / "tests"  # the same package layout: conftest, support, kernels/
     for name in ("__init__.py", "conftest.py", "support.py", "kernels/__init__.py", "kernels/ngram_reference.py",
