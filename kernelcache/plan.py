@@ -24,6 +24,10 @@ IDENTITY_SYMBOL = "__kernelcache_identity"
 # macro at a fraction of its compile cost (the header says why)
 SCHEMA_EXPORT_HEADER = os.path.join(os.path.dirname(os.path.realpath(__file__)), "csrc", "tvm_ffi_schema_export.h")
 EXPORT_MACRO = b"TVM_FFI_DLL_EXPORT_TYPED_FUNC"
+# GCC's compiler proper and assembler side by side through a pipe instead of one after the other
+# through a temporary file: the same object bytes (so keys leave the flag out), ~1% less wall time
+PIPE = "-pipe"
+_GCC_BANNER = "Free Software Foundation"
 
 
 def exports_functions(path: str) -> bool:
@@ -97,12 +101,16 @@ class BuildPlan:
         dep = obj + ".d"
         if step.lang == "c":
             assert self.cc is not None
-            return [self.cc, "-MD", "-MF", dep, *self.c_flags, "-c", step.path, "-o", obj]
+            return [self.cc, "-MD", "-MF", dep, *self._pipe("cc"), *self.c_flags, "-c", step.path, "-o", obj]
         pre = ["-include", self.schema_header] if self.schema_header and step.exports else []
         if step.lang == "cuda":
             assert self.nvcc is not None
             return [self.nvcc, "-MD", "-MF", dep, *self.cuda_flags, *pre, "-c", step.path, "-o", obj]
-        return [self.cxx, "-MD", "-MF", dep, *self.cxx_flags, *pre, "-c", step.path, "-o", obj]
+        return [self.cxx, "-MD", "-MF", dep, *self._pipe("cxx"), *self.cxx_flags, *pre, "-c", step.path, "-o", obj]
+
+    def _pipe(self, tool: str) -> list[str]:
+        """``-pipe`` where the tool's ``--version`` banner is GCC's (others: nothing added)."""
+        return [PIPE] if _GCC_BANNER in (self.tools.get(tool) or {}).get("version", "") else []
 
     def identity_argv(self, build_dir: str) -> list[str]:
         return [self.cxx, "-x", "c", "-fPIC", "-O1", "-c",
@@ -122,7 +130,7 @@ class BuildPlan:
         """Fully expanded command lines, build dir anchored (level1.level1 anchors the rest)."""
         bd = "/__kernelcache_build__"
         return {
-            "compile": [[self.anchored(a, bd) for a in self.compile_argv(s, bd)] for s in self.sources],
+            "compile": [[self.anchored(a, bd) for a in self.compile_argv(s, bd) if a != PIPE] for s in self.sources],
             "identity": [self.anchored(a, bd) for a in self.identity_argv(bd)],
             "link": [self.anchored(a, bd) for a in self.link_argv(bd)],
         }

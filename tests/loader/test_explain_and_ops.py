@@ -93,9 +93,9 @@ def test_import_is_light():
 
 
 def test_long_builds_report_progress(kc_env, project, monkeypatch, capfd):
-    from kernelcache import build
+    from kernelcache import ninja_run
 
-    monkeypatch.setattr(build, "HEARTBEAT_S", 0.2)
+    monkeypatch.setattr(ninja_run, "HEARTBEAT_S", 0.2)
     monkeypatch.setenv("KC_SLOW_COMPILE", "1")
     monkeypatch.delenv("KERNELCACHE_LOG")  # default: human progress lines on stderr
     kc.load(project_spec(project))

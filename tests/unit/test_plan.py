@@ -16,10 +16,30 @@ def test_keyed_commands_are_the_run_commands(tmp_path, project):
     s = _settings(tmp_path)
     p = kinds.make_plan(project_spec(project), s)
     bd = "/__kernelcache_build__"
-    assert p.key_commands()["compile"] == [[p.anchored(a, bd) for a in p.compile_argv(step, bd)] for step in p.sources]
+    run = [[p.anchored(a, bd) for a in p.compile_argv(step, bd)] for step in p.sources]
+    # everything that runs is keyed but -pipe (g++ here), which changes no byte of the output
+    assert p.key_commands()["compile"] == [[a for a in argv if a != "-pipe"] for argv in run]
+    assert all(argv.count("-pipe") == 1 for argv in run)
     argv = p.compile_argv(p.sources[0], "/x")
     assert argv[:4] == [p.cxx, "-MD", "-MF", "/x/" + p.sources[0].obj + ".d"]  # -MD keeps -isystem headers
     assert "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1" in argv
+
+
+def test_pipe_is_given_to_gcc_only_and_builds_the_same_object(tmp_path, project):
+    """-pipe is left out of keys because the object is the same bytes: checked by compiling."""
+    import subprocess
+
+    p = kinds.make_plan(project_spec(project), _settings(tmp_path))
+    objs = []
+    for i, drop in enumerate((False, True)):
+        d = tmp_path / f"b{i}"
+        d.mkdir()
+        argv = [a for a in p.compile_argv(p.sources[0], str(d)) if not (drop and a == "-pipe")]
+        subprocess.run(argv, check=True, capture_output=True, timeout=600)
+        objs.append((d / p.sources[0].obj).read_bytes())
+    assert objs[0] == objs[1]
+    p.tools["cxx"] = {**p.tools["cxx"], "version": "clang version 18.1.8"}
+    assert "-pipe" not in p.compile_argv(p.sources[0], "/x")
 
 
 def test_checkout_path_is_not_in_the_key(tmp_path):
