@@ -126,8 +126,6 @@ def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None =
         f'{{ return "{identity}"; }}\n'
     )
     _write_ninja(plan, bdir)
-    beside = threading.Thread(target=_prepare_record, args=(plan,), name="kernelcache-prepare", daemon=True)
-    beside.start()
     argv = [toolchain.find_ninja(), "-C", str(bdir)] + (["-j", str(jobs)] if jobs else [])
 
     def progress(seconds: float) -> None:
@@ -136,6 +134,9 @@ def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None =
     # One ninja run; what the compilers read is recorded while the linker runs (the record
     # needs only the depfiles, and the link leaves this core idle).
     with ninja(argv, plan.spec.name, len(plan.sources) + 1, progress) as run:
+        # started once ninja is: a thread holding the interpreter lock would delay its start
+        beside = threading.Thread(target=_prepare_record, args=(plan,), name="kernelcache-prepare", daemon=True)
+        beside.start()
         try:
             run.objects()
         finally:
