@@ -59,6 +59,16 @@ def timed_code(setup: str, body: str) -> str:
     return setup + "\nimport time\n_t0 = time.perf_counter()\n" + body + "\nprint(time.perf_counter() - _t0)\n"
 
 
+def compare(results: dict, key: str, title: str, kc: list[float], peer: list[float], goal: str = "") -> float:
+    """Print one cold row (medians, the ratio) and record it as ``<key>_kc_s``/``<key>_tvm_s``."""
+    mk, mp = statistics.median(kc), statistics.median(peer)
+    results[f"{key}_kc_s"], results[f"{key}_tvm_s"] = mk, mp
+    print(f"\n== {title} (median of {len(kc)})")
+    print(f"  kernelcache            {mk:8.3f} s\n  tvm_ffi.cpp.build      {mp:8.3f} s")
+    print(f"  ratio kernelcache / tvm_ffi.cpp.build: {mk / mp:.3f}x{goal}")
+    return mk
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
@@ -153,11 +163,8 @@ def main() -> int:
                         f"build_directory={str(bdir)!r}{flags})\nm = tvm_ffi.load_module(p)\nassert m.add(1, 2) == 3")
                 _, out = run(timed_code(import_tvm, body), base_env)
                 times.append(float(out.splitlines()[-1]))
-        mk, mt, mm = statistics.median(kc_cold), statistics.median(tvm_cold), statistics.median(meta)
-        results["cold_kc_s"], results["cold_tvm_s"], results["cold_tvm_meta_s"] = mk, mt, mm
-        print(f"\n== cold build + load, tiny kernel (median of {reps_cold})")
-        print(f"  kernelcache            {mk:8.3f} s\n  tvm_ffi.cpp.build      {mt:8.3f} s")
-        print(f"  ratio kernelcache / tvm_ffi.cpp.build: {mk / mt:.3f}x (goal <= 1.05x)")
+        mk = compare(results, "cold", "cold build + load, tiny kernel", kc_cold, tvm_cold, " (goal <= 1.05x)")
+        mm = results["cold_tvm_meta_s"] = statistics.median(meta)
         print(f"  tvm_ffi.cpp.build + metadata flag {mm:8.3f} s -> kernelcache / that: {mk / mm:.3f}x")
 
         # The developer's loop: a kernel built before is edited and built again, in a cache (and,
@@ -181,11 +188,7 @@ def main() -> int:
             for code, e, times in ((kc_code, env, kc_edit), (tvm_code, base_env, tvm_edit))[::1 if i % 2 else -1]:
                 _, out = run(code, e)
                 times.append(float(out.splitlines()[-1]))
-        me, mte = statistics.median(kc_edit), statistics.median(tvm_edit)
-        results["edit_kc_s"], results["edit_tvm_s"] = me, mte
-        print(f"\n== edit + rebuild + load, tiny kernel, cache / build dir in use (median of {reps_cold})")
-        print(f"  kernelcache            {me:8.3f} s\n  tvm_ffi.cpp.build      {mte:8.3f} s")
-        print(f"  ratio kernelcache / tvm_ffi.cpp.build: {me / mte:.3f}x")
+        compare(results, "edit", "edit + rebuild + load, tiny kernel, cache / build dir in use", kc_edit, tvm_edit)
 
         # A real kernel: the shipped n-gram corpus (5 C++ sources), same flags on both sides.
         sys.path.insert(0, str(REPO))
@@ -207,11 +210,8 @@ def main() -> int:
                     f"extra_cflags={list(ng.cflags)!r}, extra_include_paths={incs!r})\nm = tvm_ffi.load_module(p)")
             _, out = run(timed_code(import_tvm, body), base_env)
             tvm_ng.append(float(out.splitlines()[-1]))
-        mkn, mtn = statistics.median(kc_ng), statistics.median(tvm_ng)
-        results["cold_ngram_kc_s"], results["cold_ngram_tvm_s"] = mkn, mtn
-        print(f"\n== cold build + load, n-gram corpus kernel, 5 sources (median of {reps_ng})")
-        print(f"  kernelcache            {mkn:8.3f} s\n  tvm_ffi.cpp.build      {mtn:8.3f} s")
-        print(f"  ratio kernelcache / tvm_ffi.cpp.build: {mkn / mtn:.3f}x (goal <= 1.05x)")
+        compare(results, "cold_ngram", "cold build + load, n-gram corpus kernel, 5 sources", kc_ng, tvm_ng,
+                " (goal <= 1.05x)")
 
     # -- 3. eight concurrent cold processes ------------------------------------------------------
     # Every process imports first and then waits at a barrier, so the measurement is the load
