@@ -70,10 +70,11 @@ def _write_ninja(plan: BuildPlan, bdir: Path) -> None:
 
 def _prepare_record(plan: BuildPlan) -> None:
     """What recording the build will need, done while the compiler runs (waiting for ninja
-    leaves this process's core idle): the record's modules imported, the installed packages'
-    listings and the system packages' read. A warm-up only: a failure here is the record's to
-    report, later. At the lowest priority (Linux: per thread): on a machine with fewer free
-    cores than compilers starting, the compilers go first."""
+    leaves this process's core idle): the record's modules imported and the installed packages'
+    listings read. A warm-up only: a failure here is the record's to report, later. At the
+    lowest priority (Linux: per thread): on a machine with fewer free cores than compilers
+    starting, the compilers go first. The system packages' listing is read by the record step,
+    beside the linker: read here, it slowed the compiler sharing this core pair (~1%)."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     except (AttributeError, OSError):  # not Linux, or not allowed: the default priority
@@ -82,9 +83,20 @@ def _prepare_record(plan: BuildPlan) -> None:
         from . import deprecord, installed, system_packages  # noqa: F401 - imported for the record step
 
         installed.prefetch(plan.include_dirs)
-        system_packages.prefetch()
     except Exception:  # noqa: BLE001
         pass
+
+
+def identity_source(plan: BuildPlan, identity: str) -> str:
+    """The identity object's C source: the nonce, and where a source exports tvm-ffi functions
+    through the schema-export header, that header's C half (its text builder), so it is compiled
+    on the core the sources leave free rather than in every exporting translation unit."""
+    text = (f'__attribute__((visibility("default"))) const char* {IDENTITY_SYMBOL}(void) '
+            f'{{ return "{identity}"; }}\n')
+    if plan.schema_header and any(step.exports for step in plan.sources):
+        quoted = plan.schema_header.replace("\\", "\\\\").replace('"', '\\"')
+        text += f'#include "{quoted}"\n'
+    return text
 
 
 def _record(plan: BuildPlan, l1: level1.Level1, bdir: Path, wall0: int) -> tuple[list[dict], list[str], bool, str]:
@@ -121,10 +133,7 @@ def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None =
     # step); the manifest records it, so a .so that does not belong to its manifest is caught
     # right after dlopen.
     identity = uuid.uuid4().hex
-    (bdir / "kc_identity.c").write_text(
-        f'__attribute__((visibility("default"))) const char* {IDENTITY_SYMBOL}(void) '
-        f'{{ return "{identity}"; }}\n'
-    )
+    (bdir / "kc_identity.c").write_text(identity_source(plan, identity))
     _write_ninja(plan, bdir)
     argv = [toolchain.find_ninja(), "-C", str(bdir)] + (["-j", str(jobs)] if jobs else [])
 

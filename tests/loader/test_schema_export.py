@@ -8,14 +8,14 @@ installed) compile, tvm-ffi loads and answers ``get_function_metadata``.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
+import ctypes
 import json
+from pathlib import Path
 
 import pytest
 
 import kernelcache as kc
-from kernelcache import kinds
+from kernelcache import build, kinds
 from kernelcache import plan as plan_mod
 from kernelcache.errors import ToolchainError
 
@@ -43,8 +43,12 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(small, small);
 FUNCTIONS = ["views", "objects", "callables", "stl", "nothing", "small"]
 
 
+def _plan(spec: kc.KernelSpec) -> plan_mod.BuildPlan:
+    return kinds.make_plan(spec, kc.Settings.from_env())
+
+
 def _argv(spec: kc.KernelSpec) -> list[list[str]]:
-    plan = kinds.make_plan(spec, kc.Settings.from_env())
+    plan = _plan(spec)
     return [plan.compile_argv(step, "/build") for step in plan.sources]
 
 
@@ -73,6 +77,13 @@ def test_pre_included_export_is_tvm_ffis_metadata_for_every_kind_of_type(kc_env,
     assert len(recorded) == 1
     deps = [d["path"] for d in json.loads((recorded[0] / "manifest.json").read_text())["deps"]]
     assert "${KERNELCACHE}/csrc/tvm_ffi_schema_export.h" in deps  # a dependency like any header, anchored
+    # the header's C half (the text builder) is compiled into the identity object, hidden: every
+    # module binds to its own copy, and nothing of it is exported
+    assert f'#include "{plan_mod.SCHEMA_EXPORT_HEADER}"' in build.identity_source(_plan(spec), "0" * 32)
+    lib = ctypes.CDLL(str(recorded[0] / "schema_types.so"))
+    for sym in ("__kernelcache_schema_part", "__kernelcache_schema_params", "__kernelcache_schema_json"):
+        assert not hasattr(lib, sym), sym
+    assert hasattr(lib, "__tvm_ffi__metadata_views") and hasattr(lib, plan_mod.IDENTITY_SYMBOL)
 
 
 def test_a_source_exporting_through_its_own_header_keeps_tvm_ffis_macro(kc_env, tmp_path: Path) -> None:
@@ -84,6 +95,7 @@ def test_a_source_exporting_through_its_own_header_keeps_tvm_ffis_macro(kc_env, 
                                 "int64_t add_impl(int64_t a, int64_t b) { return a + b; }\nEXPORT_ALL();\n")
     spec = kc.KernelSpec(name="own_macro", sources=["add.cc"], root=src, functions={"add": "Callable[[int, int], int]"})
     assert "-include" not in _argv(spec)[0]  # the source never spells the macro: no pre-include
+    assert "#include" not in build.identity_source(_plan(spec), "0" * 32)  # nor its C half
     mod = kc.load(spec)  # exported schema checked against the declared one: tvm-ffi's macro exported it
     assert mod.add(2, 3) == 5
     assert "type_schema" in mod.get_function_metadata("add")
