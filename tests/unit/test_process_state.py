@@ -270,7 +270,7 @@ def test_system_package_listings_are_forgotten(tmp_path, monkeypatch):
     (tmp_path / "status").write_text("Package: p\n")
     (tmp_path / "info" / "p.md5sums").write_text("0" * 32 + "  usr/include/x.h\n")
     monkeypatch.setenv("DPKG_ADMINDIR", str(tmp_path))
-    system_packages.prefetch()
+    system_packages._listing(system_packages.admindir())
     listing = {b"usr/include/x.h": (str(tmp_path / "info" / "p.md5sums"), b"0" * 32)}
     assert system_packages._memo[str(tmp_path)][1] == listing
     kc.reset_process_state()
