@@ -143,3 +143,34 @@ def test_companion_roots_memo_follows_distributions_not_files_in_the_cwd(tmp_pat
     (di / "entry_points.txt").write_text(f"[{prebuilt.ENTRY_POINT_GROUP}]\nroot = os:curdir\n")
     kc.reset_process_state()
     assert cwd.resolve() in prebuilt.entry_point_roots(s) and len(scans) == 2
+
+
+def test_the_metadata_scan_runs_only_where_a_distribution_names_the_group(tmp_path, monkeypatch):
+    """Where no ``entry_points.txt`` on the import path names the group, the roots are known to
+    be none without ``importlib.metadata`` parsing every distribution; one that names it (even in
+    another section's text) sends the scan through ``importlib.metadata``, which decides."""
+    import importlib.metadata
+    import os
+    import sys
+    from pathlib import Path
+
+    from kernelcache.storage import prebuilt
+
+    site = tmp_path / "site"
+    other = site / "other_pkg-1.0.dist-info"
+    other.mkdir(parents=True)
+    (other / "METADATA").write_text("Metadata-Version: 2.1\nName: other-pkg\nVersion: 1.0\n")
+    (other / "entry_points.txt").write_text("[console_scripts]\nother = os:getcwd\n")
+    monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing"), *sys.path])
+    calls = []
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: calls.append(kw) or real(**kw))
+    if prebuilt._declared_somewhere():
+        pytest.skip("a distribution of this environment names the group")
+    assert prebuilt._scan_entry_points() == [] and calls == []
+    comp = site / "kc_companion-1.0.dist-info"
+    comp.mkdir()
+    (comp / "METADATA").write_text("Metadata-Version: 2.1\nName: kc-companion\nVersion: 1.0\n")
+    (comp / "entry_points.txt").write_text(f"[{prebuilt.ENTRY_POINT_GROUP}]\nroot = os:curdir\n")
+    assert prebuilt._scan_entry_points() == [str(Path(os.curdir).resolve())]
+    assert calls == [{"group": prebuilt.ENTRY_POINT_GROUP}]
