@@ -18,7 +18,7 @@ import time
 from contextlib import nullcontext
 from typing import Any, Iterable
 
-from . import events, kinds, level1, search, validate
+from . import events, kinds, level1, search, toolchain, validate
 from . import admit
 from .admit import accept, name_lock
 from .admit import reset_process_state as reset_process_state  # re-exported (public API)
@@ -229,6 +229,8 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
             return _found(ctx, got, Status.PREBUILT)
     try:
         plan = kinds.make_plan(spec, s)
+        if toolchain.computing_ahead():  # a fresh cache: a build is likely, and importing its
+            from . import lock  # noqa: F401 - lock (filelock: ~8 ms) overlaps the hashing
         l1 = level1.level1(plan, s, ctx.look.sources())
     except ToolchainError as e:
         return _without_toolchain(ctx, e)

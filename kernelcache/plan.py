@@ -162,8 +162,12 @@ def tvm_ffi_plan(spec: KernelSpec, settings: Settings, so_name: str, shared: boo
     """A tvm-ffi module's plan: tvm-ffi's base flags, include dir and library are added
     (raises ToolchainError when a tool is missing)."""
     memo = settings.memo_dir
-    tvm = toolchain.tvm_ffi_paths(memo)
     cxx = os.path.realpath(toolchain.find_cxx())
+    # In a fresh cache the compiler's --version runs while tvm-ffi is looked up, and
+    # libtvm_ffi's hash (the key takes it) while the rest of the plan and key are made.
+    toolchain.identities_ahead([cxx], [], memo)
+    tvm = toolchain.tvm_ffi_paths(memo)
+    toolchain.identities_ahead([], [tvm.lib_path], memo)
     tools = {"cxx": toolchain.tool_identity(cxx, memo)}
     user_inc = _resolve_dirs(spec, spec.include_dirs)
     sys_inc = _resolve_dirs(spec, spec.system_include_dirs)

@@ -36,9 +36,17 @@ ENV_ALLOWLIST = (
 
 _memo_lock = threading.Lock()
 _identity_memo: dict[tuple, dict] = {}
+# (kind, stat key) -> the thread computing it (``ahead``); taken by the first ``disk_memo`` asking
+_pending: dict[tuple, threading.Thread] = {}
 
 
 def _forget_identities() -> None:
+    with _memo_lock:
+        _identity_memo.clear()
+        pending = list(_pending.values())
+        _pending.clear()
+    for t in pending:  # a computation started before the reset must not land after it
+        t.join()
     with _memo_lock:
         _identity_memo.clear()
 
@@ -86,13 +94,54 @@ def _usable_dir(d: Path | None) -> Path | None:
         return None
 
 
+def _memo_name(kind: str, skey: tuple) -> str:
+    return hashlib.sha256(json.dumps([kind, *skey]).encode()).hexdigest()[:32]
+
+
 def disk_memo(kind: str, skey: tuple, compute, memo_dir: Path | None = None) -> dict:
-    """Memoise ``compute()`` per process and (given ``memo_dir``) on disk, keyed by a binary's stat."""
+    """Memoise ``compute()`` per process and (given ``memo_dir``) on disk, keyed by a binary's stat.
+    A computation started ahead (``ahead``) is waited for, not repeated."""
     with _memo_lock:
         hit = _identity_memo.get((kind, skey))
+        pending = _pending.pop((kind, skey), None)
     if hit is not None:
         return hit
-    name = hashlib.sha256(json.dumps([kind, *skey]).encode()).hexdigest()[:32]
+    if pending is not None:
+        pending.join()
+        with _memo_lock:
+            hit = _identity_memo.get((kind, skey))
+        if hit is not None:
+            return hit
+    return _disk_memo_now(kind, skey, compute, memo_dir)
+
+
+
+def ahead(kind: str, skey: tuple, compute, memo_dir: Path | None) -> bool:
+    """Start ``disk_memo(kind, skey, compute, memo_dir)`` in a thread where neither this process
+    nor the disk has it (a fresh cache: a tool's ``--version``, a library's hash), so that it runs
+    while this thread goes on: a subprocess's wait and hashing release the interpreter lock.
+    Returns whether it started. A failure is left for ``disk_memo`` to meet again, in its caller."""
+    with _memo_lock:
+        if (kind, skey) in _identity_memo or (kind, skey) in _pending:
+            return False
+    if memo_dir is not None and os.path.exists(os.path.join(memo_dir, f"{_memo_name(kind, skey)}.json")):
+        return False
+
+    def run() -> None:
+        try:
+            _disk_memo_now(kind, skey, compute, memo_dir)
+        except Exception:  # noqa: BLE001 - computed again, and raised, where it is asked for
+            pass
+
+    t = threading.Thread(target=run, name=f"kernelcache-{kind}", daemon=True)
+    with _memo_lock:
+        _pending[(kind, skey)] = t
+    t.start()
+    return True
+
+
+def _disk_memo_now(kind: str, skey: tuple, compute, memo_dir: Path | None) -> dict:
+    name = _memo_name(kind, skey)
     d = _usable_dir(memo_dir)
     value = None
     if d is not None:
@@ -114,8 +163,7 @@ def disk_memo(kind: str, skey: tuple, compute, memo_dir: Path | None = None) -> 
     return value
 
 
-def tool_identity(path: str, memo_dir: Path | None = None) -> dict:
-    """Identity of an executable: realpath, size, mtime and its `--version` banner."""
+def _tool(path: str) -> tuple[tuple, object]:
     real = os.path.realpath(path)
     try:
         skey = _stat_key(real)
@@ -132,14 +180,46 @@ def tool_identity(path: str, memo_dir: Path | None = None) -> dict:
             banner = f"<--version failed: {e}>"
         return {"path": real, "size": skey[1], "mtime_ns": skey[2], "version": banner}
 
+    return skey, compute
+
+
+def tool_identity(path: str, memo_dir: Path | None = None) -> dict:
+    """Identity of an executable: realpath, size, mtime and its `--version` banner."""
+    skey, compute = _tool(path)
     return disk_memo("tool", skey, compute, memo_dir)
+
+
+def _file(path: str) -> tuple[tuple, object]:
+    real = os.path.realpath(path)
+    return _stat_key(real), lambda: {"path": real, "sha256": sha256_file(real)}
 
 
 def file_identity(path: str, memo_dir: Path | None = None) -> dict:
     """Content hash of a library we link against (libtvm_ffi.so), memoised by stat."""
-    real = os.path.realpath(path)
-    skey = _stat_key(real)
-    return disk_memo("file", skey, lambda: {"path": real, "sha256": sha256_file(real)}, memo_dir)
+    skey, compute = _file(path)
+    return disk_memo("file", skey, compute, memo_dir)
+
+
+def computing_ahead() -> bool:
+    """Is an identity being computed ahead (a fresh cache, where a build is likely)?"""
+    with _memo_lock:
+        return bool(_pending)
+
+
+def identities_ahead(tools: list[str], files: list[str], memo_dir: Path | None) -> bool:
+    """Start the identities of ``tools`` and ``files`` that are memoised nowhere yet, each in a
+    thread (``ahead``); ``tool_identity``/``file_identity`` then take their results. Returns
+    whether any started (a fresh cache: a build is likely). A path that cannot be stat-ed is
+    left for the identity call to report."""
+    started = False
+    for kind, paths, make in (("tool", tools, _tool), ("file", files, _file)):
+        for p in paths:
+            try:
+                skey, compute = make(p)
+            except (OSError, ToolchainError):
+                continue
+            started = ahead(kind, skey, compute, memo_dir) or started
+    return started
 
 
 # -- compilers ------------------------------------------------------------------------------

@@ -72,6 +72,50 @@ def test_tool_identity_follows_the_binary_and_is_memoised_on_disk(tmp_path):
         toolchain.tool_identity(str(tmp_path / "missing"), memo)
 
 
+def test_identities_computed_ahead_are_taken_not_computed_again(tmp_path):
+    """A fresh cache starts the compiler's --version and the library's hash in threads; the
+    identity calls then take those results: one --version run, the same identities as computed
+    directly, and none started where the disk memo already has them."""
+    log = tmp_path / "runs.log"
+    gate = tmp_path / "gate"
+    # the --version run waits for the gate: the identity call must wait for it, not run its own
+    tool = _tool(tmp_path / "bin" / "cc1",
+                 f"echo run >> {log}; i=0; while [ ! -e {gate} ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done; "
+                 "echo 'cc1 version 3'")
+    lib = tmp_path / "libx.so"
+    lib.write_bytes(b"x" * (3 << 20))
+    memo = tmp_path / "memo"
+    kc.reset_process_state()
+    assert toolchain.identities_ahead([str(tool)], [str(lib)], memo) is True
+    assert toolchain.computing_ahead()
+    gate.touch()
+    ident = toolchain.tool_identity(str(tool), memo)
+    assert ident["version"] == "cc1 version 3" and log.read_text().count("run") == 1
+    assert toolchain.file_identity(str(lib), memo)["sha256"] == toolchain.sha256_file(lib)
+    assert not toolchain.computing_ahead()
+    kc.reset_process_state()  # a new process over the same cache: memoised on disk, nothing starts
+    assert toolchain.identities_ahead([str(tool)], [str(lib)], memo) is False
+    assert toolchain.tool_identity(str(tool), memo) == ident and log.read_text().count("run") == 1
+    # a path that cannot be stat-ed starts nothing; the identity call reports it
+    assert toolchain.identities_ahead([str(tmp_path / "missing")], [], memo) is False
+    with pytest.raises(ToolchainError, match="not found"):
+        toolchain.tool_identity(str(tmp_path / "missing"), memo)
+
+
+def test_a_reset_waits_for_a_computation_started_ahead(tmp_path):
+    """reset_process_state() joins what was started ahead, so nothing computed before the reset
+    lands in the memo after it."""
+    log = tmp_path / "runs.log"
+    tool = _tool(tmp_path / "bin" / "cc2", f"sleep 0.2; echo run >> {log}; echo 'cc2 version 1'")
+    kc.reset_process_state()
+    assert toolchain.identities_ahead([str(tool)], [], None) is True
+    kc.reset_process_state()
+    assert log.read_text().count("run") == 1  # finished before the reset returned
+    assert not toolchain.computing_ahead() and not toolchain._identity_memo
+    assert toolchain.tool_identity(str(tool))["version"] == "cc2 version 1"
+    assert log.read_text().count("run") == 2  # forgotten by the reset: computed anew
+
+
 def test_file_identity_and_hashes(tmp_path):
     f = tmp_path / "lib.so"
     f.write_bytes(b"abc")
