@@ -148,20 +148,23 @@ def main() -> int:
 
     if not args.skip_cold:
         # -- 2. cold build --------------------------------------------------------------------------
-        # The three sides alternate within each repetition (a loaded machine's drift hits all three).
+        # The three sides alternate within each repetition (a loaded machine's drift hits all three),
+        # and which goes first rotates (a side always run first, or always after another, was
+        # measured in the same position each time).
         # The third is tvm_ffi.cpp.build given the metadata flag kernelcache always compiles with:
         # it isolates the layer's own overhead from the cost of exporting schemas.
         kc_cold, tvm_cold, meta = [], [], []
         reps_cold = args.cold_reps or max(3, args.reps // 2)
+        kc_code = timed_code(import_tvm + "\n" + kc_spec, "m = kc.load(spec)\nassert m.add(1, 2) == 3")
         for i in range(reps_cold):
-            env = {**base_env, "KERNELCACHE_DIR": str(work / f"kc_cold{i}")}
-            _, out = run(timed_code(import_tvm + "\n" + kc_spec, "m = kc.load(spec)\nassert m.add(1, 2) == 3"), env)
-            kc_cold.append(float(out.splitlines()[-1]))
+            sides = [(kc_code, {**base_env, "KERNELCACHE_DIR": str(work / f"kc_cold{i}")}, kc_cold)]
             for flags, times in (("", tvm_cold), (", extra_cflags=['-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1']", meta)):
                 bdir = work / f"tvm_cold{i}{'m' if flags else ''}"
                 body = (f"p = tvm_ffi.cpp.build('bench_add', cpp_files=[{str(src_dir / 'add.cc')!r}], "
                         f"build_directory={str(bdir)!r}{flags})\nm = tvm_ffi.load_module(p)\nassert m.add(1, 2) == 3")
-                _, out = run(timed_code(import_tvm, body), base_env)
+                sides.append((timed_code(import_tvm, body), base_env, times))
+            for code, env, times in sides[i % 3:] + sides[:i % 3]:  # each side first in a third of the reps
+                _, out = run(code, env)
                 times.append(float(out.splitlines()[-1]))
         mk = compare(results, "cold", "cold build + load, tiny kernel", kc_cold, tvm_cold, " (goal <= 1.05x)")
         mm = results["cold_tvm_meta_s"] = statistics.median(meta)
