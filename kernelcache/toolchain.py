@@ -121,9 +121,6 @@ def ahead(kind: str, skey: tuple, compute, memo_dir: Path | None) -> bool:
     nor the disk has it (a fresh cache: a tool's ``--version``, a library's hash), so that it runs
     while this thread goes on: a subprocess's wait and hashing release the interpreter lock.
     Returns whether it started. A failure is left for ``disk_memo`` to meet again, in its caller."""
-    with _memo_lock:
-        if (kind, skey) in _identity_memo or (kind, skey) in _pending:
-            return False
     if memo_dir is not None and os.path.exists(os.path.join(memo_dir, f"{_memo_name(kind, skey)}.json")):
         return False
 
@@ -133,10 +130,12 @@ def ahead(kind: str, skey: tuple, compute, memo_dir: Path | None) -> bool:
         except Exception:  # noqa: BLE001 - computed again, and raised, where it is asked for
             pass
 
-    t = threading.Thread(target=run, name=f"kernelcache-{kind}", daemon=True)
-    with _memo_lock:
+    with _memo_lock:  # checked, registered and started at once: a thread that finds it can join it
+        if (kind, skey) in _identity_memo or (kind, skey) in _pending:
+            return False
+        t = threading.Thread(target=run, name=f"kernelcache-{kind}", daemon=True)
+        t.start()  # returns once the thread runs; ``run`` takes the lock only to store its result
         _pending[(kind, skey)] = t
-    t.start()
     return True
 
 

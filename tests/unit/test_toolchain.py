@@ -102,6 +102,39 @@ def test_identities_computed_ahead_are_taken_not_computed_again(tmp_path):
         toolchain.tool_identity(str(tmp_path / "missing"), memo)
 
 
+def test_threads_starting_and_taking_identities_at_once_each_get_them(tmp_path):
+    """Loads in threads (``kc.warm``) start and ask for the same identities at once: every
+    thread gets the identity, none meets a computation registered but not yet started (a full
+    run saw "cannot join thread before it is started")."""
+    import threading
+
+    tool = _tool(tmp_path / "bin" / "cc3", "echo 'cc3 version 1'")
+    lib = tmp_path / "liby.so"
+    lib.write_bytes(b"y" * 4096)
+    for round_ in range(25):
+        kc.reset_process_state()
+        memo = tmp_path / f"memo{round_}"
+        got, errors = [], []
+        start = threading.Barrier(8)
+
+        def one() -> None:
+            try:
+                start.wait(timeout=30)
+                toolchain.identities_ahead([str(tool)], [str(lib)], memo)
+                got.append((toolchain.tool_identity(str(tool), memo)["version"],
+                            toolchain.file_identity(str(lib), memo)["sha256"]))
+            except Exception as e:  # noqa: BLE001 - collected, asserted below
+                errors.append(f"{type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=one) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == []
+        assert got == [("cc3 version 1", toolchain.sha256_file(lib))] * 8
+
+
 def test_a_reset_waits_for_a_computation_started_ahead(tmp_path):
     """reset_process_state() joins what was started ahead, so nothing computed before the reset
     lands in the memo after it."""
