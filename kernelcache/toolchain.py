@@ -115,7 +115,6 @@ def disk_memo(kind: str, skey: tuple, compute, memo_dir: Path | None = None) -> 
     return _disk_memo_now(kind, skey, compute, memo_dir)
 
 
-
 def ahead(kind: str, skey: tuple, compute, memo_dir: Path | None) -> bool:
     """Start ``disk_memo(kind, skey, compute, memo_dir)`` in a thread where neither this process
     nor the disk has it (a fresh cache: a tool's ``--version``, a library's hash), so that it runs
