@@ -271,8 +271,8 @@ def _replay_recalled() -> None:
     recall = sys.modules.get(__package__ + ".recall")
     pending = getattr(recall, "UNREPORTED", None)
     while pending:
-        name, eid = pending.pop(0)
-        emit(Event.HIT, name=name, entry=eid, recalled=True)
+        name, eid, edir, root = pending.pop(0)
+        emit(Event.HIT, name=name, entry=eid, recalled=True, entry_dir=edir, root=root)
 
 
 _replay_recalled()

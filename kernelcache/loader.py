@@ -125,7 +125,7 @@ def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fie
     if counts is not None and status is Status.HIT:  # how much the dependency check looked at
         fields.update(deps_stat=counts[0], deps_trusted=counts[1])
     events.emit(events.Event.PREBUILT_HIT if status is Status.PREBUILT else events.Event.HIT, name=ctx.spec.name,
-                entry=v.entry.entry_id, **fields)
+                entry=v.entry.entry_id, entry_dir=str(v.entry.path), root=str(ctx.spec.root), **fields)
     return v.module, ctx.result(status, v.entry, reason)
 
 
@@ -168,7 +168,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
 
         shutil.rmtree(bdir, ignore_errors=True)
         raise
-    events.emit(events.Event.BUILD_DONE, name=spec.name, seconds=out.seconds, entry=out.entry_id)
+    events.emit(events.Event.BUILD_DONE, name=spec.name, seconds=out.seconds, entry=out.entry_id, root=str(spec.root))
     if not out.publishable:
         events.emit(events.Event.RACE_GUARD, name=spec.name, reason=out.not_publishable_reason)
         return mod, fresh, None

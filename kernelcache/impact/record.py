@@ -35,12 +35,15 @@ LOAD_EVENTS = ("hit", "prebuilt_hit", "remote_hit", "build_done", "miss", "build
 class Recording:
     """What happened while one test ran (raw paths; filtered later)."""
 
-    __slots__ = ("opened", "listed", "loaded")
+    __slots__ = ("opened", "listed", "loaded", "where")
 
     def __init__(self) -> None:
         self.opened: set[str] = set()
         self.listed: set[str] = set()
         self.loaded: dict[str, str] = {}  # kernel name -> entry id ("" when unknown)
+        # kernel name -> (the spec's root, the answering entry's directory), as the load told:
+        # what its answer rests on, however it was answered (built, hit, recalled, fetched, prebuilt)
+        self.where: dict[str, tuple[str, str]] = {}
 
 
 _active: Recording | None = None
@@ -80,7 +83,12 @@ def _audit(event: str, args: tuple) -> None:
 def _on_event(event: str, fields: dict) -> None:
     r = _active
     if r is not None and event in LOAD_EVENTS and fields.get("name"):
-        r.loaded[str(fields["name"])] = str(fields.get("entry") or r.loaded.get(str(fields["name"]), ""))
+        name = str(fields["name"])
+        r.loaded[name] = str(fields.get("entry") or r.loaded.get(name, ""))
+        root, edir = fields.get("root"), fields.get("entry_dir")
+        if root or edir:
+            old_root, old_dir = r.where.get(name, ("", ""))
+            r.where[name] = (str(root or old_root), str(edir or old_dir))
 
 
 def start() -> Recording:

@@ -151,7 +151,7 @@ class ImpactPlugin:
         for n, e in rec.loaded.items():  # now, while the test's temporary files still exist
             cur = self.kernel_recs.get(n)
             if cur is None or not cur.complete:
-                self.kernel_recs[n] = self._kernel_record(n, e, rec.opened)
+                self.kernel_recs[n] = self._kernel_record(n, e, rec.opened, rec.where.get(n))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         t = self.tests.get(report.nodeid)
@@ -226,13 +226,19 @@ class ImpactPlugin:
         return {"path": str(self.map_path), "tests": len(m.tests), "kernels": len(m.kernels),
                 "recorded_now": sum(len(r["tests"]) for r in recs), "commit": m.commit}
 
-    def _kernel_record(self, name: str, entry: str, opened: set[str]) -> KernelRecord:
-        """Inputs of kernel ``name`` from its manifest (found among the files the test opened,
-        else in the session's cache) and its spec's root (for a kernel the plugin has no spec
-        for: where the test opened the sources its manifest names)."""
+    def _kernel_record(self, name: str, entry: str, opened: set[str],
+                       where: tuple[str, str] | None = None) -> KernelRecord:
+        """Inputs of kernel ``name`` from its manifest and its spec's root, as the load reported
+        them (``where``: the root and the answering entry's directory, whichever way the load was
+        answered — a recalled warm load opens no source). Without that: the manifest among the
+        files the test opened, else in the session's cache, and the root where the test opened
+        the sources the manifest names."""
         s = self.st.settings
-        man = None
-        if entry:
+        root_hint, edir = where or ("", "")
+        man = read_manifest(Path(edir)) if edir else None
+        if man is not None and entry and man.entry_id != entry:
+            man = None
+        if man is None and entry:
             tail = f"/{entry}/manifest.json"
             path = next((p for p in opened if p.replace(os.sep, "/").endswith(tail)), None)
             man = read_manifest(Path(path).parent) if path else None
@@ -246,8 +252,8 @@ class ImpactPlugin:
             rec = record.kernel_record(name, paths, Path(spec.root), list(spec.sources), man,
                                        self._spec_modules(name))
         else:
-            root = None
-            if man is not None and man.source_hashes:
+            root = Path(root_hint) if root_hint else None
+            if root is None and man is not None and man.source_hashes:
                 suffix = "/" + next(iter(man.source_hashes)).replace(os.sep, "/")
                 hit = next((p for p in opened if p.replace(os.sep, "/").endswith(suffix)), None)
                 root = Path(hit[: len(hit) - len(suffix)]) if hit else None
