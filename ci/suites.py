@@ -6,15 +6,19 @@ CI policy, not something a user of kernelcache needs at run time. The package ne
 
 Placement of one resolved test: a ``suite(stage, runner)`` marker in the file (test > class >
 module, read with :mod:`ast`) wins, then the table's file globs, then its ``default_runner``.
+A file (or class) whose tests sit on several runners is split (:func:`split`): each runner gets
+the scopes placed on it, and ``--kc-runner``/``--kc-placed`` let the plugin there deselect the
+nested scopes placed elsewhere (so no test runs twice, nor on the wrong runner).
 """
 from __future__ import annotations
 
+import ast
 import fnmatch
 import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from kernelcache.gpu import detect_gpus
 from kernelcache.pytest_plugin.names import Resolved, read_suite_markers
@@ -99,9 +103,11 @@ class Placement:
     stage: str | None
     runner: str
     source: str  # "marker:<scope>" | "table" | "default"
+    placed: dict[str, str] = field(default_factory=dict)  # nested node-id scope -> its runner
 
     def as_dict(self) -> dict:
-        return {**self.resolved.as_dict(), "stage": self.stage, "runner": self.runner, "source": self.source}
+        return {**self.resolved.as_dict(), "stage": self.stage, "runner": self.runner, "source": self.source,
+                "placed": dict(self.placed)}
 
 
 def place(r: Resolved, table: SuiteTable) -> Placement:
@@ -135,6 +141,111 @@ def place(r: Resolved, table: SuiteTable) -> Placement:
     return Placement(r, stage, runner, source)
 
 
+def _under(scope: str, outer: str) -> bool:
+    """``scope`` is ``outer`` or lies inside it (``""`` is the whole file)."""
+    return not outer or scope == outer or scope.startswith(outer + "::")
+
+
+def _at(r: Resolved, selector: str) -> Resolved:
+    return Resolved(r.spec, r.path, r.relpath, selector)
+
+
+def static_tests(path: Path) -> list[str]:
+    """Test scopes pytest's default rules would find in a file, read with :mod:`ast`:
+    ``test_x``, ``TestX::test_y``; a ``Test*`` class with base classes counts whole (``TestX``),
+    as its inherited tests are unknown here. ``[]`` when the file cannot be parsed."""
+    try:
+        tree = ast.parse(Path(path).read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out: list[str] = []
+
+    def visit(body: Iterable[ast.stmt], prefix: str) -> None:
+        for st in body:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st.name.startswith("test"):
+                out.append(prefix + st.name)
+            elif isinstance(st, ast.Assign) and not prefix:  # test_x = make_test(...)
+                out.extend(t.id for t in st.targets if isinstance(t, ast.Name) and t.id.startswith("test"))
+            elif isinstance(st, ast.ClassDef) and st.name.startswith("Test"):
+                if st.bases:
+                    out.append(prefix + st.name)
+                visit(st.body, prefix + st.name + "::")
+
+    visit(tree.body, "")
+    return out
+
+
+def split(r: Resolved, table: SuiteTable) -> list[Placement]:
+    """One placement per runner that ``r``'s tests sit on: ``r`` itself on its own runner (when
+    some test there stays on it), the outermost scopes placed on another runner as their own
+    placements; each with ``placed``, the nested scopes under it whose runner differs from their
+    enclosing scope's (what the plugin there needs to deselect the others' tests)."""
+    base = place(r, table)
+    if not r.path.is_file():
+        return [base]
+    sel = r.selector.split("[", 1)[0]
+    nested = sorted((s for s in read_suite_markers(r.path) if s and s != sel and _under(s, sel)),
+                    key=lambda s: s.count("::"))
+    if not nested:
+        return [base]
+    at = {s: place(_at(r, s), table) for s in nested}
+    changes: dict[str, str] = {}  # scope -> runner, where it differs from the enclosing scope's
+    for s in nested:
+        parent = max((o for o in [sel, *nested] if o != s and _under(s, o) and (o == sel or o in at)),
+                     key=len)
+        if at[s].runner != (at[parent].runner if parent in at else base.runner):
+            changes[s] = at[s].runner
+    if not changes:
+        return [base]
+    tests = [t for t in static_tests(r.path) if _under(t, sel)]
+
+    def runner_of(t: str) -> str:
+        return place(_at(r, t), table).runner
+
+    def has_tests(scope: str, runner: str) -> bool:
+        return not tests or any(_under(t, scope) and runner_of(t) == runner for t in tests)
+
+    def placed_under(scope: str) -> dict[str, str]:
+        return {f"{r.relpath}::{s}": v for s, v in changes.items() if s != scope and _under(s, scope)}
+
+    out = [Placement(base.resolved, base.stage, base.runner, base.source, placed_under(sel))] \
+        if has_tests(sel, base.runner) else []
+    for s, runner in changes.items():
+        outer = [o for o, v in changes.items() if v == runner and o != s and _under(s, o)]
+        if runner != base.runner and not outer and has_tests(s, runner):
+            p = at[s]
+            out.append(Placement(p.resolved, p.stage, runner, p.source, placed_under(s)))
+    if not out:
+        return [base]
+    if not any(p.runner == base.runner for p in out) and len({p.runner for p in out}) == 1:
+        # every test elsewhere, on one runner (a file of per-test GPU markers): the whole file there
+        placed = placed_under(sel)
+        if all(v == out[0].runner for v in placed.values()):
+            placed = {}
+        return [Placement(base.resolved, out[0].stage, out[0].runner, out[0].source, placed)]
+    return out
+
+
+def merge(placements: Iterable[Placement]) -> dict[str, Placement]:
+    """One runner's placements by node id, without those an enclosing one already runs (a file
+    and a test in it: pytest before 8 would run that test twice)."""
+    by_id: dict[str, Placement] = {}
+    for p in placements:
+        by_id.setdefault(p.resolved.nodeid, p)
+    return {n: p for n, p in by_id.items()
+            if not any(o != n and (n.startswith(o + "::") or n.startswith(o + "[")) for o in by_id)}
+
+
+def pytest_argv(python: str, table: SuiteTable, runner: str, placements: Sequence[Placement],
+                middle: Sequence[str]) -> list[str]:
+    """The pytest command line of one runner's group, up to (not including) the test args;
+    ``--kc-runner``/``--kc-placed`` only where a scope of these tests is placed elsewhere."""
+    placed = {k: v for p in placements for k, v in p.placed.items()}
+    flags = [f"--kc-runner={runner}", *(f"--kc-placed={k}={v}" for k, v in placed.items())] if placed else []
+    return [python, "-m", "pytest", "-p", "kernelcache", *table.pytest_args, *table.runner_args(runner),
+            *middle, *flags]
+
+
 @dataclass
 class Group:
     runner: str
@@ -156,12 +267,13 @@ def group_by_runner(resolved: Sequence[Resolved], table: SuiteTable,
     """One group (and one pytest command) per runner label, in first-seen order."""
     groups: dict[str, list[Placement]] = {}
     for r in resolved:
-        p = place(r, table)
-        groups.setdefault(p.runner, []).append(p)
+        for p in split(r, table):
+            groups.setdefault(p.runner, []).append(p)
     out = []
-    for runner, ps in groups.items():
-        argv = [python, "-m", "pytest", "-p", "kernelcache", *table.pytest_args, *table.runner_args(runner),
-                *extra_args, "--kc-run", *[p.resolved.nodeid for p in ps]]
+    for runner, all_ps in groups.items():
+        by_id = merge(all_ps)
+        ps = list(by_id.values())
+        argv = [*pytest_argv(python, table, runner, ps, extra_args), "--kc-run", *by_id]
         out.append(Group(runner, table.runs_on(runner), ps, argv))
     return out
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from . import gating, impact, names, options
+from . import gating, impact, names, options, placement
 from .activation import NotEnabledHints, asked_for, given_kc_flags
 from .options import PLUGIN_NAME
 from .session import SessionPlugin
@@ -30,6 +30,7 @@ MARKERS = (
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+    placement.add_options(parser.getgroup(PLUGIN_NAME))
     impact.add_ini(parser)
 
 
@@ -81,6 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not state.is_worker:  # workers inherit the controller's exported environment
         state.saved_env = export_env(state.settings)
     config.stash[STATE] = state
+    placement.configure(config)
     config.pluginmanager.register(SessionPlugin(state), "kernelcache-session")
     impact.configure(config, state)
     if config.pluginmanager.hasplugin("xdist") and not state.is_worker:

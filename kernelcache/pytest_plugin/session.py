@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from . import gating, outcomes, report, xdist
+from . import gating, outcomes, placement, report, xdist
 from .kernels import ITEM_KERNELS, KernelUnavailable, marker_kernels, static_kernel_names, will_skip
 from .options import PLUGIN_NAME
 from .state import SessionState
@@ -68,6 +68,7 @@ class SessionPlugin:
     # -- collection: gates, late warming -------------------------------------------------------
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
+        placement.deselect(config, items)  # tests placed on another CI runner (--kc-placed)
         gating.gate(items, self.st.hw, bool(self.st.opt("require_gpu")))
         for item in items:
             found, _ = marker_kernels(item)

@@ -124,10 +124,13 @@ def test_rerun_test_groups_by_runner_text_and_json(tree):
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     cmds = [line for line in lines if not line.startswith("#")]
+    # test_cuda_thing.py sits on both runners: its CPU test goes to cpu (once, though named twice),
+    # the rest to gpu-h200, whose plugin deselects the CPU test (--kc-placed).
     assert cmds == [
         "python -m pytest -p kernelcache -p no:cacheprovider -q --kc-run tests/a/test_unique.py::TestX::test_y "
-        "tests/b/test_alpha.py tests/gpu/test_cuda_thing.py::test_cpu_side",
-        "python -m pytest -p kernelcache -p no:cacheprovider -q -rs --kc-run tests/gpu/test_cuda_thing.py",
+        "tests/gpu/test_cuda_thing.py::test_cpu_side tests/b/test_alpha.py",
+        "python -m pytest -p kernelcache -p no:cacheprovider -q -rs --kc-runner=gpu-h200 "
+        "--kc-placed=tests/gpu/test_cuda_thing.py::test_cpu_side=cpu --kc-run tests/gpu/test_cuda_thing.py",
     ]
     assert "# runner gpu-h200 (runs-on: h200): 1 test(s)" in lines
 
@@ -140,7 +143,8 @@ def test_rerun_test_groups_by_runner_text_and_json(tree):
     assert gpu["runs_on"] == "h200"
     assert gpu["tests"] == [{"spec": "test_cuda_thing.py", "path": "tests/gpu/test_cuda_thing.py", "selector": "",
                              "nodeid": "tests/gpu/test_cuda_thing.py", "stage": "kernels-gpu",
-                             "runner": "gpu-h200", "source": "marker:module"}]
+                             "runner": "gpu-h200", "source": "marker:module",
+                             "placed": {"tests/gpu/test_cuda_thing.py::test_cpu_side": "cpu"}}]
     cpu_tests = {t["nodeid"]: t for t in by_runner["cpu"]["tests"]}
     assert cpu_tests["tests/a/test_unique.py::TestX::test_y"]["source"] == "table"
     assert cpu_tests["tests/gpu/test_cuda_thing.py::test_cpu_side"]["source"] == "marker:test_cpu_side"
@@ -163,13 +167,15 @@ def test_rerun_test_exec_runs_this_machines_group(tree, smi):
     names = ("test_unique.py", "test_cuda_thing.py")
     p = _rerun(tree.path, "--exec", *names, env={"KERNELCACHE_RUNNER": "cpu"})
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "3 passed" in p.stdout and "running the 'cpu' group (KERNELCACHE_RUNNER)" in p.stderr
+    # test_unique.py's 3 and test_cuda_thing.py's CPU test
+    assert "4 passed" in p.stdout and "running the 'cpu' group (KERNELCACHE_RUNNER)" in p.stderr
     # Detected: a machine whose nvidia-smi lists one sm_90 GPU is the gpu-h200 runner.
     smi(["0, NVIDIA H200, 9.0, 143771, GPU-1234"])
     p = _rerun(tree.path, "--exec", *names)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "running the 'gpu-h200' group (detected 1 GPU(s))" in p.stderr
-    assert "2 passed" in p.stdout and "skipped" not in p.stdout  # the plugin saw the same GPU
+    # only the GPU test (its CPU neighbour ran on cpu); the plugin saw the same GPU
+    assert "1 passed, 1 deselected" in p.stdout and "skipped" not in p.stdout
     # A failing group's exit status is rerun-test's.
     (tree.path / "tests" / "a" / "test_unique.py").write_text("def test_free(): assert False\n")
     p = _rerun(tree.path, "--exec", "test_unique.py", env={"KERNELCACHE_RUNNER": "cpu"})
