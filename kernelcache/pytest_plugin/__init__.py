@@ -12,7 +12,8 @@ Layout, one job per module: :mod:`.options` (the option table and precedence),
 Settings; the single environment export for test subprocesses), :mod:`.gating` (GPU markers),
 :mod:`.kernels` (specs, warming, loads in tests), :mod:`.outcomes` (per-test records),
 :mod:`.report`, :mod:`.xdist`, :mod:`.names` (``--kc-run`` name resolution, static marker
-reading), :mod:`.session` (the active plugin's hooks) and :mod:`.hooks` (the module-level hooks,
+reading), :mod:`.placement` (``--kc-placed``: deselect tests placed on another CI runner),
+:mod:`.session` (the active plugin's hooks) and :mod:`.hooks` (the module-level hooks,
 re-exported here because pytest registers this module).
 
 Only this package imports pytest, and only through :mod:`.hooks`: ``names`` is plain Python, so

@@ -24,7 +24,7 @@ MARKERS = (
     "gpu(count=1, min_arch=None): needs COUNT GPUs with compute capability >= MIN_ARCH (e.g. '9.0'); "
     "skipped with the specific reason otherwise (failed under --kc-require-gpu).",
     "suite(stage, runner=None): the CI suite (stage) and runner label of a test file, class or "
-    "test; read statically by ci/rerun-test.",
+    "test; read statically by ci/rerun-test and ci/affected-tests (the closest marker wins).",
 )
 
 
