@@ -16,6 +16,7 @@ import hashlib
 import marshal
 import os
 import shutil
+import sys
 from pathlib import Path
 
 from . import deprecord, kinds, recall, toolchain
@@ -27,10 +28,6 @@ from .settings import Settings
 from .spec import KernelSpec
 from .storage import prebuilt
 
-# kernelcache's own rules for keys and records: a changed installation of kernelcache (an upgrade,
-# an edited checkout) must not answer with what an older rule decided
-_RULES = ("level1.py", "key.py", "deprecord.py", "anchors.py", "recall.py", "plan.py", "installed.py",
-          "system_packages.py")
 
 
 class _Witnesses:
@@ -168,11 +165,42 @@ def _witnesses(spec: KernelSpec, settings: Settings, edir: Path):
                 return None
         elif not w.must_stay_absent(kdir):
             return None
-    here = os.path.dirname(os.path.abspath(recall.__file__))
-    for rule in _RULES:
-        if not w.add(os.path.join(here, rule)):
+    for own in own_files():
+        if not w.add(own):
             return None
     return w, head
+
+
+def own_files() -> list[str]:
+    """What stands for kernelcache's own rules (keys, kinds, records, this very recall): a changed
+    installation of kernelcache must not answer with what an older rule decided.
+
+    An installed (non-editable) kernelcache: its ``RECORD`` (an upgrade or reinstall writes a new
+    one). Otherwise (an editable install, a checkout on the import path): every kernelcache module
+    this process imported — the full load that decided the answer ran exactly those, wherever a
+    rule lives (``kinds/`` included), so no hand-kept list of rule files can miss one."""
+    pkg = os.path.dirname(os.path.abspath(recall.__file__))
+    site = os.path.dirname(pkg)
+    try:
+        infos = [n for n in os.listdir(site) if n.startswith("kernelcache-") and n.endswith(".dist-info")]
+    except OSError:
+        infos = []
+    for info in infos:
+        record = os.path.join(site, info, "RECORD")
+        try:
+            with open(record, "rb") as f:
+                if b"kernelcache/recall.py," in f.read():  # this very installation, not an editable stub
+                    return [record]
+        except OSError:
+            continue
+    prefix = __package__ + "."
+    out = []
+    for name, mod in list(sys.modules.items()):
+        if name == __package__ or name.startswith(prefix):
+            path = getattr(mod, "__file__", None)
+            if path and os.path.abspath(path).startswith(pkg + os.sep):
+                out.append(os.path.abspath(path))
+    return sorted(out)
 
 
 def _publish(path: str, rec: tuple) -> None:
