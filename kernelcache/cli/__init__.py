@@ -96,6 +96,21 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `kernelcache affected ... | head`: the reader left, not an error of ours
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports a command whose pipe closed
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is still buffered
+    raises no second BrokenPipeError (and prints no traceback) on the way out."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -16,13 +16,16 @@ def cmd_doctor(args) -> int:
     s = settings_of(args)
     ok = True
 
-    def line(label: str, fn, required: bool = True):
+    def line(label: str, fn, required: bool = True, only_for: str = ""):
         nonlocal ok
         try:
             print(f"{label:<18} {fn()}")
         except Exception as e:  # noqa: BLE001 - doctor reports every problem, never stops
             ok = ok and not required
-            print(f"{label:<18} {'MISSING' if required else 'not available'}: {e}")
+            if only_for:  # a fact one optional kernel needs: not a warning for everyone else
+                print(f"{label:<18} not found (needed only by {only_for}): {e}")
+            else:
+                print(f"{label:<18} {'MISSING' if required else 'not available'}: {e}")
 
     print(f"{'python':<18} {sys.version.split()[0]} ({sys.executable})")
     line("cache dir", lambda: f"{s.cache_dir} (writable: {os.access(s.cache_dir.parent, os.W_OK)})")
@@ -37,16 +40,36 @@ def cmd_doctor(args) -> int:
     try:
         from ..kernels import speculative_sampling as ss
 
-        line("flashinfer hdrs", lambda: ss.flashinfer_include_dir(s), required=False)
-        line("curand hdrs", lambda: ", ".join(ss.curand_include_dirs()) or "the CUDA toolkit's", required=False)
+        shipped = "the shipped tree_speculative_sampling kernel"
+        line("flashinfer hdrs", lambda: ss.flashinfer_include_dir(s), required=False, only_for=shipped)
+        line("curand hdrs", lambda: ", ".join(ss.curand_include_dirs()) or "the CUDA toolkit's", required=False,
+             only_for=shipped)
     except ImportError:
         pass
+    line("flashinfer route", _flashinfer_route, required=False)
     from ..storage import prebuilt
 
     line("prebuilt roots", lambda: ", ".join(map(str, prebuilt.roots(s))) or "none", required=False)
     remote_ok, text = _remote_line(s)
     print(f"{'fleet cache':<18} {text}")
     return 0 if ok and remote_ok else 1
+
+
+def _flashinfer_route() -> str:
+    """Whether KERNELCACHE_PATCH=flashinfer would take this FlashInfer's modules, and why not
+    (read from its version, without importing flashinfer and its CUDA stack)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..flashinfer import _gate
+
+    try:
+        found = version("flashinfer-python")
+    except PackageNotFoundError:
+        return "FlashInfer not installed"
+    if found not in _gate.TESTED_VERSIONS:
+        return (f"off: FlashInfer {found} is not a version the route was tested with "
+                f"({', '.join(_gate.TESTED_VERSIONS)}); FlashInfer's own JIT builds its modules")
+    return f"available for FlashInfer {found} (KERNELCACHE_PATCH=flashinfer)"
 
 
 def _remote_line(s) -> tuple[bool, str]:

@@ -20,7 +20,7 @@ KNOWN_FIELDS = frozenset({
 })
 # Environment that changes FlashInfer's command lines in ways the route does not mirror.
 _FOREIGN_TOOLS = ("FLASHINFER_NVCC", "FLASHINFER_CXX_LAUNCHER", "FLASHINFER_NVCC_LAUNCHER")
-_said: set[tuple[str, str]] = set()
+_said: set[tuple[str | None, str]] = set()
 
 
 def flashinfer_version() -> str:
@@ -64,11 +64,15 @@ def refusal(jit_spec: Any) -> str | None:
     return None
 
 
-def say(name: str, why: str) -> None:
-    """One line on stderr, once per module and reason."""
+def say(name: str | None, why: str) -> None:
+    """One line on stderr, once per module and reason (``name`` None: the whole route is off)."""
     if (name, why) in _said:
         return
     _said.add((name, why))
+    if name is None:
+        print(f"kernelcache.flashinfer: the route is off, FlashInfer's own JIT builds every module ({why})",
+              file=sys.stderr)
+        return
     print(f"kernelcache.flashinfer: {name}: FlashInfer's own JIT builds it ({why})", file=sys.stderr)
 
 

@@ -77,7 +77,7 @@ def install(settings: "Settings | None" = None) -> bool:
     """
     why = _gate.class_refusal(_classes()[_LABEL])
     if why:
-        _gate.say("*", why)
+        _gate.say(None, why)
         return False
     ADAPTER.install(settings)
     BULK_ADAPTER.install(settings)

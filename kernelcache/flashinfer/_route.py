@@ -36,22 +36,39 @@ def _reset() -> None:
         _loaded.clear()
 
 
+_miss_class: Any = None
+
+
+def _miss_type() -> Any:
+    """The miss a routed load raises: FlashInfer's own ``MissingJITCacheError`` (what its callers
+    catch) and kernelcache's ``CacheMissError``; one class, named as users import it."""
+    global _miss_class
+    if _miss_class is None:
+        from flashinfer.jit.core import MissingJITCacheError
+
+        from ..errors import CacheMissError
+
+        class FlashInferCacheMiss(MissingJITCacheError, CacheMissError):  # type: ignore[misc]
+            def __init__(self, message: str, spec: Any, reason: str, candidates: list[str]) -> None:
+                RuntimeError.__init__(self, message)
+                self.spec, self.spec_name = spec, spec.name
+                self.reason, self.candidates = reason, candidates
+
+        FlashInferCacheMiss.__module__ = "kernelcache.flashinfer"
+        FlashInferCacheMiss.__qualname__ = "FlashInferCacheMiss"
+        _miss_class = FlashInferCacheMiss
+    return _miss_class
+
+
 def _miss_error(jit_spec: Any, cause: BaseException) -> BaseException:
-    from flashinfer.jit.core import MissingJITCacheError
-
-    from ..errors import CacheMissError
-
-    class FlashInferCacheMiss(MissingJITCacheError, CacheMissError):  # type: ignore[misc]
-        def __init__(self, message: str) -> None:
-            RuntimeError.__init__(self, message)
-            self.spec = jit_spec
-            self.spec_name = jit_spec.name
-            self.reason = message
-            self.candidates: list[str] = []
-
-    why = "FLASHINFER_DISABLE_JIT is set" if os.environ.get("FLASHINFER_DISABLE_JIT") else "no build allowed"
-    return FlashInferCacheMiss(
-        f"{why} and no cached entry of {jit_spec.name!r} was found (local, prebuilt or fleet): {cause}")
+    """The miss, blaming the switch the user actually set (FlashInfer's or kernelcache's)."""
+    why = "FLASHINFER_DISABLE_JIT is set" if os.environ.get("FLASHINFER_DISABLE_JIT") else \
+        "building is disabled (KERNELCACHE_NO_BUILD)"
+    reason = str(getattr(cause, "reason", None) or cause)
+    candidates = list(getattr(cause, "candidates", None) or [])
+    refused = "".join(f"\n  refused: {c}" for c in candidates)
+    return _miss_type()(f"{why} and no usable cached entry of {jit_spec.name!r} was found (local, prebuilt or "
+                        f"fleet): {reason}{refused}", jit_spec, reason, candidates)
 
 
 def entry(jit_spec: Any, s: "Settings", recall: str | None = None) -> tuple[Any, Any]:
