@@ -150,7 +150,9 @@ def _farm(src: Path, dst: Path) -> None:
 def toolkits(fi: FiEnv) -> Toolkits:
     real = Path(os.path.realpath("/usr/local/cuda"))
     base = fi.tmp / "toolkits"
-    changed = "include/cuda_runtime_api.h"
+    # where the header really lies in the toolkit: a toolkit whose include/ is a link to
+    # targets/<arch>-linux/include (CUDA 13.0 on the H100 machine) records it there
+    changed = os.path.relpath(os.path.realpath(real / "include" / "cuda_runtime_api.h"), real)
     real_stats = {rel: _stat(real / rel) for rel in ("bin/nvcc", changed, "include/cuda.h")}
     same, other = base / "host-b" / "cuda", base / "host-c" / "cuda"
     _farm(real, same)
