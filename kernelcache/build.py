@@ -15,7 +15,8 @@ import uuid
 from pathlib import Path
 
 from . import events, key, level1, toolchain
-from .errors import BuildError
+from .errors import BuildError, CacheWriteError, SpecError
+from .layout import path_problem
 from .ninja_run import ninja
 from .plan import IDENTITY_SYMBOL, BuildPlan
 from .records import FrozenRecord
@@ -43,7 +44,25 @@ class BuildOutput(FrozenRecord):
 
 
 def _ninja_escape(s: str) -> str:
-    return s.replace("$", "$$").replace("\n", " ")
+    return s.replace("$", "$$")
+
+
+def _unbuildable(plan: BuildPlan, paths: list[str], args: list[str]) -> None:
+    """A path or argument a build file cannot hold (a newline anywhere, "|" in a path of a build
+    line) is refused before anything runs, naming it: ninja's own message would name neither it
+    nor the kernel (and a newline in a command was silently made a space)."""
+    for t in [*paths, *(a for a in args if "\n" in a or "\r" in a)]:
+        problem = path_problem(t)
+        if problem:
+            raise SpecError(f"kernel {plan.spec.name!r}: cannot build {t!r}: {problem}")
+
+
+def _write(plan: BuildPlan, path: Path, text: str) -> None:
+    """Write one of the build's own files; a failure (disk full) names the kernel and the path."""
+    try:
+        path.write_text(text)
+    except OSError as e:
+        raise CacheWriteError(plan.spec.name, str(path), e) from e
 
 
 def _write_ninja(plan: BuildPlan, bdir: Path) -> None:
@@ -53,6 +72,7 @@ def _write_ninja(plan: BuildPlan, bdir: Path) -> None:
     for step in plan.sources:
         argv = plan.compile_argv(step, b)
         out = os.path.join(b, step.obj)
+        _unbuildable(plan, [out, step.path], argv)
         objs.append(out)
         lines += [f"build {_ninja_escape(out).replace(':', '$:').replace(' ', '$ ')}: run "
                   f"{_ninja_escape(step.path).replace(':', '$:').replace(' ', '$ ')}",
@@ -65,7 +85,8 @@ def _write_ninja(plan: BuildPlan, bdir: Path) -> None:
     lines += [f"build {esc(link_out)}: run {' '.join(esc(o) for o in objs)} {esc(ident)}",
               f"  cmd = {_ninja_escape(shlex.join(plan.link_argv(b)))}", f"  desc = link {plan.so_name}", ""]
     lines += [f"default {esc(link_out)}", ""]
-    (bdir / "build.ninja").write_text("\n".join(lines))
+    _unbuildable(plan, [link_out], [*plan.identity_argv(b), *plan.link_argv(b)])
+    _write(plan, bdir / "build.ninja", "\n".join(lines))
 
 
 def _prepare_record(plan: BuildPlan) -> None:
@@ -133,7 +154,7 @@ def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None =
     # step); the manifest records it, so a .so that does not belong to its manifest is caught
     # right after dlopen.
     identity = uuid.uuid4().hex
-    (bdir / "kc_identity.c").write_text(identity_source(plan, identity))
+    _write(plan, bdir / "kc_identity.c", identity_source(plan, identity))
     _write_ninja(plan, bdir)
     argv = [toolchain.find_ninja(), "-C", str(bdir)] + (["-j", str(jobs)] if jobs else [])
 
@@ -164,7 +185,7 @@ def run_build(plan: BuildPlan, l1: level1.Level1, bdir: Path, jobs: int | None =
         if p.suffix in (".o", ".d") or p.name.endswith(".o.d") or p.name in (".ninja_log", ".ninja_deps"):
             p.unlink(missing_ok=True)
     text = run.output()
-    (bdir / "build.log").write_text(text)
+    _write(plan, bdir / "build.log", text)
     return BuildOutput(
         dir=bdir, entry_id=eid, identity=identity, deps=deps, absent=absent, so_sha256=digest, so_size=size,
         seconds=time.monotonic() - t_start, log=text, publishable=publishable,

@@ -91,3 +91,51 @@ class SpecError(KernelCacheError, ValueError):
 
 class ToolchainError(KernelCacheError):
     """A required tool or header set is missing; the message says what to install."""
+
+
+def _strerror(err: OSError) -> str:
+    import os
+
+    return (err.strerror or (os.strerror(err.errno) if err.errno else "")) or str(err)
+
+
+class CacheWriteError(KernelCacheError, OSError):
+    """A build could not write its own files into the cache (disk full, quota, read-only):
+    which kernel, which path, and the system's reason. Also an ``OSError`` with the original
+    ``errno``, so ``except OSError`` callers still catch it."""
+
+    def __init__(self, spec_name: str, path: str, err: OSError):
+        self.spec_name = spec_name
+        self.path = str(path)
+        hint = " (the disk is full: free space there, or point KERNELCACHE_DIR elsewhere)" \
+            if err.errno in (28, 122) else ""  # ENOSPC, EDQUOT
+        super().__init__(f"kernel {spec_name!r}: cannot write {self.path} in the cache: {_strerror(err)}{hint}")
+        self.errno = err.errno  # (strerror and filename unset: OSError's str() would replace the message)
+
+
+class CacheRemovedError(KernelCacheError):
+    """The cache directory was removed (``kernelcache clean``) while this kernel was being built
+    in it; the loader builds once more in the cache as it is now, then raises this."""
+
+    def __init__(self, spec_name: str, path: str):
+        self.spec_name = spec_name
+        self.path = str(path)
+        super().__init__(f"kernel {spec_name!r}: the cache was removed while building ({self.path} is gone; "
+                         "`kernelcache clean` or another process removed it)")
+
+
+class RemovalError(KernelCacheError, OSError):
+    """``prune`` or ``clean`` could not remove some paths: each path and why. ``done`` is what
+    was removed anyway (a prune's evicted entries)."""
+
+    def __init__(self, what: str, failed: list, done: list | None = None):
+        self.failed = list(failed)  # [(path, OSError)]
+        self.done = list(done or [])
+        lines = [f"  {p}: {_strerror(e)}" for p, e in self.failed]
+        super().__init__(f"{what}: {len(self.failed)} path(s) could not be removed:\n" + "\n".join(lines))
+        self.errno = self.failed[0][1].errno if self.failed else None
+
+
+class UnsafeDirectoryWarning(UserWarning):
+    """A cache dir or prebuilt root that other users can write: whatever they put there is
+    loaded into this process."""

@@ -96,6 +96,8 @@ class Event(Word):
     REMOTE_UPLOAD = "remote_upload"
     REMOTE_UPLOAD_EXISTS = "remote_upload_exists"
     REMOTE_REPAIR = "remote_repair"
+    CACHE_REMOVED = "cache_removed"  # the cache dir was removed while building (built once more)
+    UNSAFE_DIRECTORY = "unsafe_directory"  # a cache dir or prebuilt root other users can write
 
 _lock = threading.Lock()
 _counters: Counter = Counter()
@@ -106,7 +108,7 @@ _per_kernel_reasons: dict[str, Counter] = defaultdict(Counter)
 _PROGRESS = {
     Event.BUILD_START, Event.BUILD_PROGRESS, Event.BUILD_DONE, Event.BUILD_FAILED, Event.LOCK_WAIT,
     Event.QUARANTINE, Event.RACE_GUARD, Event.REMOTE_DOWN, Event.REMOTE_LEASE_WAIT, Event.REMOTE_HIT,
-    Event.REMOTE_UPLOAD, Event.REMOTE_MISS, Event.REMOTE_REPAIR,
+    Event.REMOTE_UPLOAD, Event.REMOTE_MISS, Event.REMOTE_REPAIR, Event.CACHE_REMOVED,
 }
 # event -> per-kernel counter name (what the plugin summary and `kernelcache stats` show)
 _KERNEL_COUNTERS = {
@@ -203,6 +205,8 @@ def _human(event: str, f: dict) -> str:
                                  f"{f.get('holder', '?')}",
         Event.QUARANTINE: lambda: f"rejected cached {name} ({f.get('reason')}); moved to quarantine, rebuilding",
         Event.RACE_GUARD: lambda: f"{name}: {f.get('reason')}; not publishing this build",
+        Event.CACHE_REMOVED: lambda: f"the cache was removed while building {name} ({f.get('path')} is gone); "
+                                     "building it once more",
         Event.REMOTE_DOWN: lambda: f"fleet cache {f.get('remote')} unavailable ({f.get('reason')}); this process "
                                "goes on with its local cache",
         Event.REMOTE_MISS: lambda: f"refused {name} entry {str(f.get('entry', ''))[:12]} from {f.get('remote')} "

@@ -34,6 +34,31 @@ USED = "used"  # touched on every hit: LRU order for prune, newest-first candida
 DEPSTAT = "depstat.json"  # re-validated dependency stats (a later process trusts them unhashed)
 RECENT = ".recent"  # in a key directory: the entry id of the last hit (tried first)
 RECALL = "recall"  # under the root: one file per recalled drop-in call (kernelcache.recall.DIRNAME)
+NAME_MAX = 255  # bytes of one path component (Linux, macOS): what a kernel name must leave room in
+# what the layout derives from a kernel name: entries/<name>/, inline/<name>/, <name>.so (the
+# longest: a kind's binary; an executable is <name>)
+NAME_SUFFIXES = ("", ".so")
+# characters a build file (ninja) cannot hold in a path: a newline or carriage return ends the
+# line, "|" starts the implicit outputs/inputs, and none of them has an escape
+UNBUILDABLE_CHARS = {"\n": "a newline", "\r": "a carriage return", "|": "'|'"}
+
+
+def name_problem(name: str) -> str | None:
+    """Why a kernel name cannot name the files the layout derives from it, or None."""
+    longest = max((name + s for s in NAME_SUFFIXES), key=lambda c: len(c.encode()))
+    n = len(longest.encode())
+    if n > NAME_MAX:
+        return (f"too long: the cache names a file {longest[:24]}...{longest[-8:]} ({n} bytes) after it, and a file "
+                f"name holds at most {NAME_MAX} bytes (a kernel name at most {NAME_MAX - n + len(name.encode())})")
+    return None
+
+
+def path_problem(path: str) -> str | None:
+    """Why a build cannot use ``path`` (a build file cannot hold it), or None."""
+    for ch, what in UNBUILDABLE_CHARS.items():
+        if ch in path:
+            return f"it contains {what}, which a build file (ninja) cannot hold in a path"
+    return None
 
 
 class Layout:

@@ -23,7 +23,7 @@ from . import admit
 from .admit import accept, name_lock
 from .admit import reset_process_state as reset_process_state  # re-exported (public API)
 from . import manifest as manifest_mod
-from .errors import BuildError, CacheMissError, KernelCacheError, SchemaMismatch, ToolchainError
+from .errors import BuildError, CacheMissError, CacheRemovedError, KernelCacheError, SchemaMismatch, ToolchainError
 from .events import Miss, Place, Status
 from .manifest import Manifest
 from .plan import BuildPlan
@@ -166,7 +166,12 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
         events.emit(events.Event.BUILD_FAILED, name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
         import shutil
 
+        from .build_faults import classify
+
+        better = classify(spec.name, ctx.s.cache_dir, bdir, e)  # the cache removed under it, a write failed
         shutil.rmtree(bdir, ignore_errors=True)
+        if better is not None:
+            raise better from e
         raise
     events.emit(events.Event.BUILD_DONE, name=spec.name, seconds=out.seconds, entry=out.entry_id, root=str(spec.root))
     if not out.publishable:
@@ -183,12 +188,23 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
     return mod, winner, rej
 
 
+def _build_once_more_if_removed(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
+                                ) -> tuple[Any, Entry, validate.Rejection | None]:
+    """``_build``; when the cache was removed under it (``kernelcache clean`` meanwhile), said in
+    one line and built once more in the cache as it is now (a second removal is raised)."""
+    try:
+        return _build(ctx, plan, l1, reason)
+    except CacheRemovedError as e:
+        events.emit(events.Event.CACHE_REMOVED, name=ctx.spec.name, path=e.path)
+    return _build(ctx, plan, l1, reason)
+
+
 def _build_and_accept(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str) -> tuple[Any, Entry]:
     """Build and accept; an entry another process published first that is rejected is
     quarantined and built once more."""
     rej = None
     for _ in range(2):
-        mod, entry, rej = _build(ctx, plan, l1, reason)
+        mod, entry, rej = _build_once_more_if_removed(ctx, plan, l1, reason)
         if rej is None:
             _hit(ctx, entry)
             return mod, entry

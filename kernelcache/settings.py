@@ -201,6 +201,12 @@ class Settings(FrozenRecord):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cache_dir", Path(os.path.abspath(Path(self.cache_dir).expanduser())))
+        from .layout import path_problem
+
+        unbuildable = path_problem(str(self.cache_dir))  # said now, not as a ninja error in every build
+        if unbuildable:
+            raise ValueError(f"cache dir (KERNELCACHE_DIR) {str(self.cache_dir)!r} cannot be built in: {unbuildable}; "
+                             "choose a directory without it")
         object.__setattr__(self, "lock_dir", Path(os.path.abspath(Path(self.lock_dir).expanduser())))
         object.__setattr__(self, "prebuilt", tuple(Path(p) for p in self.prebuilt))
         if not isinstance(self.remote, RemoteSettings):

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import SpecError
+from .layout import name_problem
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _CUDA_SUFFIXES = (".cu",)
@@ -82,6 +83,9 @@ class KernelSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
             raise SpecError(f"KernelSpec.name must match [A-Za-z0-9_]+, got {self.name!r}")
+        too_long = name_problem(self.name)  # refused here, not by the linker after compiling
+        if too_long:
+            raise SpecError(f"KernelSpec.name {self.name[:32]}... is {too_long}")
         root = Path(self.root).expanduser().resolve()
         object.__setattr__(self, "root", root)
         srcs = _tuple_of_str(self.sources)

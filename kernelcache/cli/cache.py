@@ -191,28 +191,45 @@ def cmd_explain(args) -> int:
 
 
 def cmd_prune(args) -> int:
+    from ..errors import RemovalError
     from ..storage.local import LocalStore
 
     if args.max_size is None and args.max_age is None:
         print("prune: give --max-size and/or --max-age", file=sys.stderr)
         return 2
-    evicted = LocalStore(settings_of(args)).prune(args.max_size, args.max_age)
+    failed: list = []
+    try:
+        evicted = LocalStore(settings_of(args)).prune(args.max_size, args.max_age)
+    except RemovalError as e:  # what was removed is reported as such; what was not, as an error
+        evicted, failed = e.done, e.failed
     for i in evicted:
         print(f"evicted {i.name} {i.entry_id[:12]}" + (" (quarantine)" if i.area == QUARANTINE else ""))
-    print(f"{len(evicted)} entr{'y' if len(evicted) == 1 else 'ies'} evicted")
-    return 0
+    print(f"{len(evicted)} entr{'y' if len(evicted) == 1 else 'ies'} evicted"
+          + (f", {len(failed)} path(s) could not be removed" if failed else ""))
+    return _removal_failed("prune", failed)
 
 
 def cmd_clean(args) -> int:
+    from ..errors import RemovalError
     from ..storage.local import LocalStore
 
     s = settings_of(args)
     if not args.yes and sys.stdin is not None and sys.stdin.isatty():
         if input(f"remove everything under {s.layout_root}? [y/N] ").strip().lower() != "y":
             return 1
-    LocalStore(s).clean()
-    print(f"removed {s.layout_root}")
+    try:
+        existed = LocalStore(s).clean()
+    except RemovalError as e:
+        return _removal_failed("clean", e.failed)
+    print(f"removed {s.layout_root}" if existed else f"nothing to remove: {s.layout_root} does not exist")
     return 0
+
+
+def _removal_failed(what: str, failed: list) -> int:
+    """Each path that could not be removed, on stderr; the exit status (1 if any)."""
+    for path, err in failed:
+        print(f"kernelcache: {what}: cannot remove {path}: {err.strerror or err}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_stats(args) -> int:

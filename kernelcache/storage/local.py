@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .. import manifest as manifest_mod
+from ..errors import CacheRemovedError, RemovalError
 from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
 from ..settings import Settings
 from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
+from .removal import remove_root, rmtree
 
 TMP_MAX_AGE_S = 6 * 3600
 
@@ -148,8 +150,14 @@ class LocalStore:
         return dest
 
     def publish(self, tmp: Path, name: str, key1: str, eid: str) -> tuple[Path, bool]:
-        """Rename a finished build dir into place. Returns (entry path, won the race)."""
-        return _publish(tmp, self.key_dir(name, key1) / eid)
+        """Rename a finished build dir into place. Returns (entry path, won the race). Raises
+        CacheRemovedError when the build dir is gone (``kernelcache clean`` meanwhile)."""
+        try:
+            return _publish(tmp, self.key_dir(name, key1) / eid)
+        except FileNotFoundError as e:
+            if os.path.isdir(tmp):
+                raise
+            raise CacheRemovedError(name, str(tmp)) from e
 
     def publish_fetched(self, tmp: Path, name: str, skey: str, eid: str) -> tuple[Path, bool]:
         return _publish(tmp, self.fetched_dir(name, skey) / eid)
@@ -172,8 +180,10 @@ class LocalStore:
         return dest
 
     # -- housekeeping ------------------------------------------------------------------------
-    def sweep_tmp(self, max_age_s: float = TMP_MAX_AGE_S) -> int:
-        """Remove private dirs of dead builders on this host (and very old ones anywhere)."""
+    def sweep_tmp(self, max_age_s: float = TMP_MAX_AGE_S, failed: list[tuple[Path, OSError]] | None = None) -> int:
+        """Remove private dirs of dead builders on this host (and very old ones anywhere); the
+        number removed. What could not be removed is added to ``failed`` (ignored without it:
+        ``warm`` sweeps in passing)."""
         host = manifest_mod.this_host()
         removed = 0
         now = time.time()
@@ -185,8 +195,10 @@ class LocalStore:
                 continue
             dead = len(parts) >= 4 and parts[-3] == host and parts[-2].isdigit() and not _pid_alive(int(parts[-2]))
             if dead or age > max_age_s:
-                shutil.rmtree(d, ignore_errors=True)
-                removed += 1
+                errors = rmtree(d)
+                removed += not errors
+                if failed is not None:
+                    failed.extend(errors)
         return removed
 
     def evict(self, path: Path) -> None:
@@ -217,6 +229,9 @@ class LocalStore:
         Quarantined entries count too: they are removed by the age of their quarantine, and under
         the size cap before any live entry (nothing loads them again; they are kept only for a
         post-mortem).
+
+        Returns what was evicted; raises RemovalError (with ``done``: what was evicted anyway)
+        when anything could not be removed (a read-only cache, a full disk's trash, permissions).
         """
         quarantined = sorted(self.quarantined(), key=lambda i: i.last_used)
         infos = quarantined + sorted(self.infos(), key=lambda i: i.last_used)  # oldest first
@@ -229,18 +244,25 @@ class LocalStore:
                 victim = keep.pop(0)
                 total -= victim.size
                 evicted.append(victim)
+        failed: list[tuple[Path, OSError]] = []
+        done = []
         for info in evicted:
             try:
                 self.evict(info.path)
-            except OSError:
-                pass
+                done.append(info)
+            except FileNotFoundError:  # gone already (another prune)
+                done.append(info)
+            except OSError as e:
+                failed.append((info.path, e))
         if max_age_s is not None:
-            self._age_out_dropin(now - max_age_s)
-        self._drop_orphaned_recalls()
-        self.sweep_tmp()
-        return evicted
+            self._age_out_dropin(now - max_age_s, failed)
+        self._drop_orphaned_recalls(failed)
+        self.sweep_tmp(failed=failed)
+        if failed:
+            raise RemovalError("prune", failed, done)
+        return done
 
-    def _drop_orphaned_recalls(self) -> None:
+    def _drop_orphaned_recalls(self, failed: list[tuple[Path, OSError]]) -> None:
         """Recalled-call memos (``recall/``) whose entry is gone, or that cannot be read: a memo
         of a live entry stays (it is rewritten whenever the full path answers that call)."""
         from .. import recall
@@ -255,21 +277,27 @@ class LocalStore:
             if rec is None or not os.path.isdir(rec[3]):
                 try:
                     os.unlink(p)
-                except OSError:
+                except FileNotFoundError:
                     pass
+                except OSError as e:
+                    failed.append((Path(p), e))
 
-    def _age_out_dropin(self, cutoff: float) -> None:
+    def _age_out_dropin(self, cutoff: float, failed: list[tuple[Path, OSError]]) -> None:
         """The tvm-ffi drop-in's generated sources (``inline/``) and output copies (``dropin/``):
         content-addressed and re-created on the next call, so an old one is simply removed."""
         for d in [*(g for n in _subdirs(self.layout.inline) for g in _subdirs(n)), *_subdirs(self.layout.dropin)]:
             try:
                 if d.stat().st_mtime < cutoff:
                     self.evict(d)
-            except OSError:
+            except FileNotFoundError:
                 pass
+            except OSError as e:
+                failed.append((d, e))
 
-    def clean(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+    def clean(self) -> bool:
+        """Remove the whole layout root (``kernelcache.storage.removal.remove_root``: renamed
+        aside first, so builds running meanwhile retry in a fresh one); False when there was none."""
+        return remove_root(self.root)
 
 
 # -- helpers -----------------------------------------------------------------------------------
