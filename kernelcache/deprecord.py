@@ -28,7 +28,7 @@ import zlib
 from array import array
 from pathlib import Path
 
-from . import process_state
+from . import bounded, process_state
 from .key import DepCheck
 from .recall import stat_array
 
@@ -321,18 +321,18 @@ def load(entry_dir: Path, manifest_name: str) -> HitRecord | None:
 
     Bound: the manifest's stat is the recorded one (one stat), or else its bytes have the
     recorded digest (a copied or re-installed entry: the manifest is read, not parsed).
+    A record or manifest that is not a regular file, or larger than ``bounded.MAX_JSON``, is
+    refused unread (an artifact root's files come from elsewhere: a FIFO must not hang a load).
     """
     try:
-        with open(os.path.join(entry_dir, FILENAME), "rb") as f:
-            rec = HitRecord.unpack(f.read())
+        rec = HitRecord.unpack(bounded.read_regular(os.path.join(entry_dir, FILENAME))[0])
         if rec is None:
             return None
         mpath = os.path.join(entry_dir, manifest_name)
         if tuple(stat_fields(os.stat(mpath))) == rec.mstat:
             return rec
-        with open(mpath, "rb") as f:
-            if manifest_digest(f.read()) == rec.mdigest:
-                return rec
+        if manifest_digest(bounded.read_regular(mpath)[0]) == rec.mdigest:
+            return rec
     except OSError:
         pass
     return None

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from . import bounded
 from .plan import ROOT
 from .spec import DEFAULT_KIND
 
@@ -161,9 +162,12 @@ def this_host() -> str:
 
 
 def read(entry_dir: Path) -> Manifest | None:
-    """The manifest of an entry directory; None when absent, unparseable or incomplete."""
+    """The manifest of an entry directory; None when absent, unparseable or incomplete, or
+    refused unread (not a regular file, too large or too deeply nested: ``kernelcache.bounded``;
+    an artifact root's manifest comes from elsewhere)."""
+    path = Path(entry_dir) / FILENAME
     try:
-        data = json.loads((Path(entry_dir) / FILENAME).read_text())
+        data = bounded.loads(bounded.read_regular(path)[0], str(path))
     except (OSError, ValueError):
         return None
     return Manifest.from_dict(data)

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import gpu, key, native
+from . import bounded, gpu, key, native
 from .level1 import source_hashes, tvm_abi
 from .errors import ToolchainError
 from .manifest import FORMAT, Manifest
@@ -102,23 +103,47 @@ def exported_schemas(module: Any, names: list[str]) -> dict[str, str | None]:
 # -- the binary ------------------------------------------------------------------------------------
 def binary_problem(so_path: Path, functions: list[str], expected_size: int | None = None,
                    expected_sha256: str | None = None) -> str | None:
-    """Cheap pre-dlopen checks: size, ELF magic, expected symbol names, and (if given) sha256."""
+    """Cheap pre-dlopen checks: size, ELF magic, expected symbol names, and (if given) sha256.
+
+    The file is opened as a regular file only (no FIFO, device or final symlink: a root's binary
+    comes from elsewhere) and its size compared before any byte is read; then it is read in
+    chunks, never whole, so a claimed size costs time, not memory."""
     try:
-        data = Path(so_path).read_bytes()
+        fd, st = bounded.open_regular(so_path)
     except OSError as e:
         return f"cannot read {Path(so_path).name}: {e}"
-    if expected_size is not None and len(data) != expected_size:
-        return f"size {len(data)} != recorded {expected_size} (truncated or replaced)"
-    if expected_sha256 is not None and hashlib.sha256(data).hexdigest() != expected_sha256:
+    try:
+        if expected_size is not None and st.st_size != expected_size:
+            return f"size {st.st_size} != recorded {expected_size} (truncated or replaced)"
+        return _scan_binary(fd, st.st_size, functions, expected_sha256)
+    finally:
+        os.close(fd)
+
+
+def _scan_binary(fd: int, size: int, functions: list[str], expected_sha256: str | None) -> str | None:
+    """Hash and search the open binary chunk by chunk (a symbol may straddle two chunks)."""
+    wanted = {f"__tvm_ffi_{fn}\0".encode(): f"symbol __tvm_ffi_{fn} not exported" for fn in functions}
+    wanted.setdefault(f"{IDENTITY_SYMBOL}\0".encode(), "identity symbol missing")
+    keep = max(map(len, wanted)) - 1
+    h = hashlib.sha256() if expected_sha256 is not None else None
+    n, head, tail, missing = 0, b"", b"", dict(wanted)
+    while n <= size:
+        chunk = os.read(fd, min(1 << 22, size + 1 - n))
+        if not chunk:
+            break
+        if h is not None:
+            h.update(chunk)
+        head = head or chunk[:len(ELF_MAGIC)]
+        window = tail + chunk
+        missing = {k: v for k, v in missing.items() if k not in window}
+        tail, n = window[-keep:], n + len(chunk)
+    if n != size:
+        return f"size {n} != {size} it had when opened (changed while read)"
+    if h is not None and h.hexdigest() != expected_sha256:
         return "sha256 of the .so differs from the manifest (corrupted or replaced)"
-    if not data.startswith(ELF_MAGIC):
+    if head != ELF_MAGIC:
         return "not an ELF file"
-    for fn in functions:
-        if f"__tvm_ffi_{fn}\0".encode() not in data:
-            return f"symbol __tvm_ffi_{fn} not exported"
-    if f"{IDENTITY_SYMBOL}\0".encode() not in data:
-        return "identity symbol missing"
-    return None
+    return next(iter(missing.values()), None)
 
 
 def read_identity(so_path: Path) -> str | None:
@@ -145,6 +170,9 @@ def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha
     mism = compare(expected_schemas(spec, manifest), manifest.schemas)
     if mism:
         return Rejection("schema", "manifest schema differs: " + describe(mism), mism)
+    if not isinstance(manifest.so_name, str) or os.path.basename(manifest.so_name) != manifest.so_name \
+            or manifest.so_name in ("", ".", ".."):
+        return Rejection("binary", f"binary name {manifest.so_name!r} is not a file name in the entry")
     problem = binary_problem(so_path, list(spec.functions), manifest.so_size,
                              manifest.so_sha256 if check_sha else None)
     return Rejection("binary", problem) if problem else None

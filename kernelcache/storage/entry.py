@@ -11,7 +11,7 @@ import os
 import uuid
 from pathlib import Path
 
-from .. import deprecord
+from .. import bounded, deprecord
 from ..errors import KernelCacheError
 from ..layout import DEPSTAT, USED
 from ..manifest import FILENAME as MANIFEST, Manifest, read as read_manifest
@@ -89,11 +89,10 @@ class Entry:
 
     def _read_manifest(self) -> "tuple[bytes, tuple, object] | None":
         """manifest.json's bytes, the stat they were read under (binds the hit record) and the parse."""
+        path = self.path / MANIFEST
         try:
-            with open(self.path / MANIFEST, "rb") as f:
-                data = f.read()
-                mstat = tuple(deprecord.stat_fields(os.fstat(f.fileno())))
-            return data, mstat, json.loads(data)
+            data, st = bounded.read_regular(path)  # a root's manifest: a FIFO, device or huge file refused
+            return data, tuple(deprecord.stat_fields(st)), bounded.loads(data, str(path))
         except (OSError, ValueError):
             return None
 
@@ -112,7 +111,7 @@ class Entry:
     # -- re-validated stats --------------------------------------------------------------------
     def _legacy_stat_cache(self) -> dict:
         try:
-            cache = json.loads((self.path / DEPSTAT).read_text())
+            cache = bounded.loads(bounded.read_regular(self.path / DEPSTAT)[0], DEPSTAT)
         except (OSError, ValueError):
             return {}
         return cache if isinstance(cache, dict) else {}
