@@ -99,6 +99,16 @@ def level1(plan: BuildPlan, settings: Settings, sources: dict[str, str] | None =
     return Level1(key=canonical_hash(inputs), inputs=inputs, source_hashes=sources)
 
 
+def _dict_diff(a: dict, b: dict) -> str:
+    """Only the entries that differ (two whole dicts that differ in one hash read as a riddle)."""
+    def short(v: object) -> str:
+        t = "unset" if v is None else str(v)
+        return t[:12] + "..." if len(t) == 64 and all(c in "0123456789abcdef" for c in t) else t
+
+    return "; ".join(f"{k} {short(a.get(k))} -> {short(b.get(k))}" for k in sorted(set(a) | set(b))
+                     if a.get(k) != b.get(k))
+
+
 def diff_inputs(old: dict, new: dict) -> list[str]:
     """Human-readable differences between two level-1 input sets (for `explain`)."""
     out: list[str] = []
@@ -138,6 +148,9 @@ def diff_inputs(old: dict, new: dict) -> list[str]:
                 out.append(f"compile/link flags changed: {detail}")
         elif k == "arch":
             out.append(f"target arch changed: {a} -> {b}")
+        elif k in ("abi", "extra_abi", "env") and isinstance(a, dict) and isinstance(b, dict):
+            what = "environment" if k == "env" else "ABI"
+            out.append(f"{what} changed: {_dict_diff(a, b)}")
         elif k == "abi":
             out.append(f"ABI changed: {a} -> {b}")
         elif k == "env":
