@@ -214,7 +214,9 @@ def _human(event: str, f: dict) -> str:
         Event.REMOTE_REPAIR: lambda: f"{f.get('status')} damaged fleet entry of {name} on {f.get('remote')}",
         Event.REMOTE_LEASE_WAIT: lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: being compiled by "
                                      f"{f.get('holder', '?')} (fleet lease)",
-        Event.REMOTE_HIT: lambda: f"fetched {name} from {f.get('remote')} in {f.get('seconds', 0):.2f}s",
+        Event.REMOTE_HIT: lambda: f"fetched {name} from {f.get('remote')} in {f.get('seconds', 0):.2f}s" + (
+            f" ({f['refused']} other entr{'y' if f['refused'] == 1 else 'ies'} of this source key refused first, "
+            f"e.g. {f.get('refused_reason')})" if f.get("refused") else ""),
         Event.REMOTE_UPLOAD: lambda: f"uploaded {name} to {f.get('remote')}",
     }
     text = texts.get(event)

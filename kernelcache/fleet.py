@@ -37,7 +37,10 @@ from .spec import KernelSpec
 from .storage.entry import Entry
 from .storage.local import LocalStore
 
-MAX_CANDIDATES = 8  # entries tried per load (newest first): a handful of requests, never one per sibling
+# Entries whose manifests one listing vets (newest first; one small GET each, no download). Header
+# edits leave the source key alone, so a key collects siblings (every PR build in readwrite CI):
+# all are tried, up to this guard against a runaway key, and entries left untried are said so.
+MAX_CANDIDATES = 256
 _clients: dict[tuple, Any] = {}
 _clients_lock = threading.Lock()
 _announced: set[str] = set()
@@ -67,7 +70,11 @@ class FleetOutcome:
     entry: Entry | None = None
     lease: Any = None  # a compile lease this load now holds: build, upload, then release it
     misses: list[str] = field(default_factory=list)  # every refusal, for CacheMissError / explain
-    listed: int = 0  # entries the last listing found (refused ones are not fetched twice)
+    listed: int = 0  # entries the last listing found
+    tried: set[str] = field(default_factory=set)  # entry ids vetted in this load (never read twice)
+    # refusals not yet reported, (entry id, reason code, why): misses only if the load ends
+    # without a remote module; a hit reports them as one count on its remote_hit line
+    refused: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def client(s: Settings):
@@ -128,44 +135,54 @@ def obtain(req: FleetRequest) -> FleetOutcome:
     """A validated module from the fleet, or a lease to build under, or misses with reasons.
 
     Writers that find nothing take the key's compile lease; if another host holds it, they wait
-    (bounded) for its entry instead of compiling the same kernel again. Readers that may not
-    build wait for a compile under way.
+    (bounded, sleeping) for a new entry instead of compiling the same kernel again. Readers that
+    may not build wait for a compile under way.
     """
-    from .storage.remote import Lease, RemoteError
-
     rc = open_client(req.settings, req.spec.name)
     if rc is None:
         return FleetOutcome(misses=["remote: not configured usably (see the remote_down line)"])
     out = FleetOutcome(remote=rc.url)
+    try:
+        _obtain(req, rc, out)
+    finally:
+        if out.module is None:  # the refusals were misses after all: one event each
+            for eid, code, why in out.refused:
+                events.emit(events.Event.REMOTE_MISS, name=req.spec.name, reason_code=code, remote=rc.url,
+                            **({"entry": eid, "reason": why} if eid else {}))
+    return out
+
+
+def _obtain(req: FleetRequest, rc: Any, out: FleetOutcome) -> None:
+    from .storage.remote import Lease, RemoteError
+
     r = req.settings.remote
     try:
         if _fetch_first(req, rc, out):
-            return out
+            return
         if not (rc.writable and req.can_build):
             holder = None if req.can_build else rc.lease_holder(req.spec.name, req.skey)
-            if holder is not None and _wait(req, rc, holder, r.wait):
+            if holder is not None and _wait(req, rc, holder, r.wait, out):
                 _fetch_first(req, rc, out)
-            return out
+            return
         deadline = time.monotonic() + r.wait
-        while True:  # bounded: each round ends with an entry, our lease, or the holder's expiry
+        while True:  # bounded: each round ends with a new entry, our lease, or the holder's end
             lease = rc.acquire_lease(req.spec.name, req.skey, r.lease_ttl)
             if isinstance(lease, Lease):
                 # Another host may have published and released its lease between our list and
                 # our create: one more list before compiling again what it just built.
-                if not out.listed and rc.list_entries(req.spec.name, req.skey) and _fetch_first(req, rc, out):
+                if _fetch_first(req, rc, out):
                     lease.release()
-                    return out
+                    return
                 out.lease = lease
-                return out
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return out  # waited long enough for other hosts: build here
-            if _wait(req, rc, lease, remaining) and _fetch_first(req, rc, out):
-                return out
+                return  # waited long enough for other hosts: build here
+            if _wait(req, rc, lease, remaining, out) and _fetch_first(req, rc, out):
+                return
     except RemoteError as e:
         _failed(req.spec.name, rc, e)
         out.misses.append(f"remote {rc.url}: {getattr(e, 'reason', 'remote_error')}: {e}")
-        return out
 
 
 @contextmanager
@@ -195,7 +212,8 @@ def lease_kept(lease: Any, ttl: float, name: str) -> Iterator[None]:
         t.join(timeout=5)
 
 
-def _wait(req: FleetRequest, rc: Any, holder: Any, deadline_s: float) -> list:
+def _wait(req: FleetRequest, rc: Any, holder: Any, deadline_s: float, out: FleetOutcome) -> list:
+    """Sleep on the holder's lease until an entry not tried yet appears: one progress line."""
     name = req.spec.name
     t0 = time.monotonic()
     events.emit(events.Event.REMOTE_LEASE_WAIT, name=name, holder=_who(holder), waited=0.0)
@@ -203,9 +221,14 @@ def _wait(req: FleetRequest, rc: Any, holder: Any, deadline_s: float) -> list:
     def on_wait(info: Any, waited: float) -> None:
         events.emit(events.Event.REMOTE_LEASE_WAIT_PROGRESS, name=name, holder=_who(info or holder), waited=waited)
 
-    refs = rc.wait_for_entries(name, req.skey, deadline_s, on_wait)
-    events.emit(events.Event.REMOTE_LEASE_WAIT_DONE, name=name, waited=round(time.monotonic() - t0, 3),
-                found=bool(refs))
+    refs: list = []
+    interrupted = True
+    try:
+        refs = rc.wait_for_entries(name, req.skey, deadline_s, on_wait, known=out.tried)
+        interrupted = False
+    finally:
+        events.emit(events.Event.REMOTE_LEASE_WAIT_DONE, name=name, waited=round(time.monotonic() - t0, 3),
+                    found=bool(refs), **({"interrupted": True} if interrupted else {}))
     return refs
 
 
@@ -216,18 +239,22 @@ def _who(info: Any) -> str:
 
 
 def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
-    """Try the newest entries under the source key; the first that the door accepts wins."""
+    """Vet the entries under the source key not tried yet in this load, newest first, on their
+    manifests (no download); the first that passes is fetched, and wins if the door accepts it."""
     from .storage.remote import RemoteError, RemoteUnavailable
 
     name, skey = req.spec.name, req.skey
     refs = rc.list_entries(name, skey)
     out.listed = len(refs)
     if not refs:
-        events.emit(events.Event.REMOTE_MISS, name=name, reason_code="remote_no_entry", remote=rc.url)
-        out.misses.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}")
+        if not any(code == "remote_no_entry" for _, code, _ in out.refused):
+            out.refused.append(("", "remote_no_entry", ""))
+            out.misses.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}")
         return False
+    fresh = [ref for ref in refs if ref.entry_id not in out.tried]
     t0 = time.monotonic()
-    for ref in refs[:MAX_CANDIDATES]:
+    for ref in fresh[:MAX_CANDIDATES]:
+        out.tried.add(ref.entry_id)
         why, code = "", "remote_refused"
         try:
             remote_entry = rc.read_entry(ref)
@@ -243,8 +270,7 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
                 entry = _download(req.store, rc, remote_entry, m, skey)
                 got = req.accept(entry)
                 if not isinstance(got, validate.Rejection):
-                    events.emit(events.Event.REMOTE_HIT, name=name, entry=m.entry_id, remote=rc.url,
-                                seconds=time.monotonic() - t0)
+                    _hit(out, name, m.entry_id, rc.url, time.monotonic() - t0)
                     out.module, out.entry = got, entry
                     return True
                 req.store.quarantine(entry, str(got))
@@ -254,9 +280,23 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
         except RemoteError as e:
             why, code = str(e), getattr(e, "reason", "remote_error")
         out.misses.append(f"remote {rc.url} {ref.entry_id}: {code}: {why}")
-        events.emit(events.Event.REMOTE_MISS, name=name, reason_code=code, remote=rc.url, entry=ref.entry_id,
-                    reason=why)
+        out.refused.append((ref.entry_id, code, why))
+    untried = len(fresh) - MAX_CANDIDATES
+    if untried > 0:
+        why = f"{untried} more of {len(refs)} entries under this key were not tried (at most {MAX_CANDIDATES} a listing)"
+        out.misses.append(f"remote {rc.url}: remote_not_tried: {why}")
+        out.refused.append(("", "remote_not_tried", why))
     return False
+
+
+def _hit(out: FleetOutcome, name: str, entry_id: str, remote: str, seconds: float) -> None:
+    """The hit's one line; the siblings refused before it (other headers) are a count on it."""
+    fields: dict[str, Any] = {}
+    refused = [(code, why) for eid, code, why in out.refused if eid]
+    if refused:
+        fields = {"refused": len(refused), "refused_reason": refused[0][1][:160]}
+    out.refused.clear()
+    events.emit(events.Event.REMOTE_HIT, name=name, entry=entry_id, remote=remote, seconds=seconds, **fields)
 
 
 def _download(store: LocalStore, rc: Any, remote_entry: Any, m: Manifest, skey: str) -> Entry:

@@ -298,9 +298,11 @@ def _under_lock(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, miss: search.Loca
         lease = out.lease
     if s.no_build:
         raise CacheMissError(spec.name, miss.reason, ctx.refused)
-    try:
-        with _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None \
-                else nullcontext():
+    from .interrupt import sigterm_cleanup
+
+    try:  # holding the fleet lease: SIGTERM releases it like Ctrl-C does (interrupt.sigterm_cleanup)
+        with sigterm_cleanup() if lease is not None else nullcontext(), \
+                _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None else nullcontext():
             mod, entry = _build_and_accept(ctx, plan, l1, miss.reason)
             if s.remote_writable:  # still renewing: a slow upload must not let the lease lapse
                 _fleet().upload(s, entry)
@@ -375,8 +377,20 @@ def warm(specs: Iterable[KernelSpec], jobs: int | None = None, settings: Setting
         return [_warm_one(sp, s) for sp in specs]
     from concurrent.futures import ThreadPoolExecutor  # imports logging: only when warming several
 
-    with ThreadPoolExecutor(max_workers=n) as ex:
-        return list(ex.map(lambda sp: _warm_one(sp, s), specs))
+    from . import interrupt
+
+    # Ctrl-C (or SIGTERM) reaches the main thread only: it stops the workers too. Their lease
+    # waits and builds raise interrupt.Interrupted, queued specs never start, and the interrupt
+    # is re-raised once every worker has ended (nothing builds or uploads after it).
+    with interrupt.sigterm_cleanup(), ThreadPoolExecutor(max_workers=n) as ex:
+        futures = [ex.submit(_warm_one, sp, s) for sp in specs]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            interrupt.request_stop()
+            ex.shutdown(wait=True, cancel_futures=True)
+            interrupt.clear()
+            raise
 
 
 def explain(spec: KernelSpec, settings: Settings | None = None) -> dict:

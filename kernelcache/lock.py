@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 import filelock
 
-from . import events
+from . import events, interrupt
 from .settings import Settings
 from .errors import LockTimeout
 
@@ -94,7 +94,7 @@ def single_flight(key1: str, name: str, settings: Settings,
         if ready is not None and ready():
             published = True
             break
-        time.sleep(POLL_S)
+        interrupt.sleep(POLL_S)  # a parallel warm's Ctrl-C ends this wait in its worker threads too
     waited = time.monotonic() - t0
     if not published and waited_logged and ready is not None and ready():  # published, then released
         lk.release()

@@ -29,9 +29,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from . import interrupt
 from .errors import BuildError
 
 HEARTBEAT_S = 30.0
+STOP_POLL_S = 0.25  # how often a waiting build looks at the interrupt flag
 STOP_GRACE_S = 10.0  # how long ninja may take to stop its commands after SIGTERM
 # ninja's status line, spelled so that no compiler message is mistaken for it; the log shows
 # ninja's usual "[finished/total] " instead
@@ -69,8 +71,15 @@ class NinjaRun:
             self._objects_done.set()
 
     def _wait(self, done: Callable[[float], bool]) -> None:
-        while not done(HEARTBEAT_S):
-            self._progress(time.monotonic() - self._t0)
+        """Wait for ``done``; a heartbeat every HEARTBEAT_S; ``interrupt.Interrupted`` once the
+        process is being stopped (a worker thread of a parallel warm sees no KeyboardInterrupt:
+        the exception stops ninja like one)."""
+        beat = time.monotonic() + HEARTBEAT_S
+        while not done(STOP_POLL_S):
+            interrupt.check()
+            if time.monotonic() >= beat:
+                self._progress(time.monotonic() - self._t0)
+                beat = time.monotonic() + HEARTBEAT_S
 
     def objects(self) -> None:
         self._wait(self._objects_done.wait)

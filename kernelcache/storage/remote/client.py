@@ -21,9 +21,9 @@ import time
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
-from ... import process_state
+from ... import interrupt, process_state
 from . import lease as lease_mod
 from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
@@ -63,6 +63,9 @@ def _release_held() -> None:
         warnings.simplefilter("ignore")
         for held in list(_held):
             held.release()
+
+
+interrupt.add_cleanup(_release_held)  # SIGTERM frees them too (interrupt.sigterm_cleanup)
 
 
 class _Guarded:
@@ -349,38 +352,48 @@ class RemoteCache:
             got._on_release = lambda: _held.discard(got)
         return got
 
-    def lease_holder(self, name: str, skey: str) -> LeaseInfo | None:
-        """The live holder of the compile lease, if any (readers may call this)."""
+    def lease_holder(self, name: str, skey: str, seen: LeaseInfo | None = None) -> LeaseInfo | None:
+        """The live holder of the compile lease, if any (readers may call this). ``seen``: the
+        holder a poll read before (not read again while its generation is the newest)."""
         check_ids(name, skey)
-        return lease_mod.live_holder(self.store, name, skey, self.lease_ttl)
+        return lease_mod.live_holder(self.store, name, skey, self.lease_ttl, seen)
 
     def wait_for_entries(self, name: str, skey: str, deadline_s: float,
-                         on_wait: Callable[[LeaseInfo | None, float], None] | None = None) -> list[RemoteRef]:
-        """Poll until entries appear ([refs]), the holder's lease ends or disappears ([]), or
-        ``deadline_s`` passes ([]). ``on_wait(holder, waited_s)`` per poll.
+                         on_wait: Callable[[LeaseInfo | None, float], None] | None = None,
+                         known: Collection[str] = ()) -> list[RemoteRef]:
+        """Sleep while another host holds the compile lease; the entries (all of them) once one
+        whose id is not in ``known`` appears, else [] when the lease ends or disappears without
+        one, or ``deadline_s`` passes. ``on_wait(holder, waited_s)`` per poll.
 
-        Polls every 0.2 s for the first 10 s (most kernels build in seconds, and a waiter's wall
-        time is the build plus up to one poll interval), then back off to 0.5 s until 30 s and
-        to 2 s for long CUDA builds: a few small requests per second per waiting host at most.
+        Why ``known``: entries of the same source key built against other headers (a sibling
+        refused here) are already listed; waking on them made a waiter spin, then build the
+        kernel the holder was about to upload. Each poll is one LIST of the entries and one LIST
+        of the lease (its object is read again only when its generation changes). Polls every
+        0.2 s for the first 10 s (most kernels build in seconds, and a waiter's wall time is the
+        build plus up to one poll interval), then back off to 0.5 s until 30 s and to 2 s for
+        long CUDA builds. The sleep ends at once when the process is interrupted
+        (``interrupt.Interrupted``: a parallel warm's Ctrl-C, SIGTERM).
         """
+        known = set(known)
         start = time.monotonic()
         delay = 0.2
-        for _ in range(int(max(0.0, deadline_s) / 0.2) + 3):
+        holder: LeaseInfo | None = None
+        while True:
             refs = self.list_entries(name, skey)
-            if refs:
+            if any(r.entry_id not in known for r in refs):
                 return refs
-            holder = self.lease_holder(name, skey)
+            holder = self.lease_holder(name, skey, holder)
             waited = time.monotonic() - start
-            if holder is None:
-                return self.list_entries(name, skey)  # the holder may have committed, then released
+            if holder is None:  # the holder may have committed, then released
+                refs = self.list_entries(name, skey)
+                return refs if any(r.entry_id not in known for r in refs) else []
             if on_wait is not None:
                 on_wait(holder, waited)
             remaining = deadline_s - waited
             if remaining <= 0:
                 return []
-            time.sleep(max(0.05, min(delay, remaining, holder.expires - time.time())))
+            interrupt.sleep(max(0.05, min(delay, remaining, holder.expires - time.time())))
             delay = 0.2 if waited < 10 else min(delay * 1.5, 0.5 if waited < 30 else 2.0)
-        return []
 
     # -- maintenance helpers (ops.py) --------------------------------------------------------
     def hash_blob(self, sha: str) -> tuple[str, int]:

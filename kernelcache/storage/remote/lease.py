@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -89,7 +90,8 @@ def _parse(store: Any, name: str, skey: str, key: str, gen: int, last_modified: 
 _RELISTS = 3  # the newest object vanished between list and get: look again this many times
 
 
-def _newest(store: Any, name: str, skey: str, ttl: float) -> tuple[int, LeaseInfo | None]:
+def _newest(store: Any, name: str, skey: str, ttl: float, seen: LeaseInfo | None = None
+            ) -> tuple[int, LeaseInfo | None]:
     """(the highest generation listed, the newest lease still readable).
 
     Why the generation travels apart from the lease: the newest object can vanish between our
@@ -97,6 +99,9 @@ def _newest(store: Any, name: str, skey: str, ttl: float) -> tuple[int, LeaseInf
     Whoever removed it created a higher generation first (or freed the lease), so the next
     create must be *above* every generation we saw: were it computed from "no lease" it would
     reuse a long-deleted generation 1 and win beside a live holder.
+
+    ``seen``: a live lease read before; while its generation is still the newest, it is not read
+    again (a waiter polls with one list, not a list and a get).
     """
     top = 0
     for _ in range(_RELISTS):
@@ -105,6 +110,8 @@ def _newest(store: Any, name: str, skey: str, ttl: float) -> tuple[int, LeaseInf
             return top, None
         gen, obj = max(objs, key=lambda t: t[0])
         top = max(top, gen)
+        if seen is not None and seen.generation == gen and seen.live():
+            return top, seen
         info = _parse(store, name, skey, obj.key, gen, obj.last_modified.timestamp(), ttl)
         if info is not None:
             return top, info
@@ -117,8 +124,8 @@ def current(store: Any, name: str, skey: str, ttl: float) -> LeaseInfo | None:
     return _newest(store, name, skey, ttl)[1]
 
 
-def live_holder(store: Any, name: str, skey: str, ttl: float) -> LeaseInfo | None:
-    info = current(store, name, skey, ttl)
+def live_holder(store: Any, name: str, skey: str, ttl: float, seen: LeaseInfo | None = None) -> LeaseInfo | None:
+    info = _newest(store, name, skey, ttl, seen)[1]
     return info if info is not None and info.live() else None
 
 
@@ -131,6 +138,9 @@ class Lease:
         self.ttl = ttl
         self.released = False
         self._on_release = on_release
+        # renew (the keeper thread) and release (the load's finally, or a SIGTERM handler in the
+        # main thread) never interleave: a renewal landing after a release would leave a live object
+        self._mutex = threading.RLock()
 
     @property
     def name(self) -> str:
@@ -150,6 +160,10 @@ class Lease:
 
     def renew(self, ttl: float | None = None) -> bool:
         """Extend by writing the next generation for ourselves; False: someone took it over."""
+        with self._mutex:
+            return self._renew(ttl)
+
+    def _renew(self, ttl: float | None) -> bool:
         if self.released:
             return False
         ttl = self.ttl if ttl is None else ttl
@@ -180,6 +194,10 @@ class Lease:
 
     def release(self) -> None:
         """Delete our generation (idempotent; a lease already expired or lost is left alone)."""
+        with self._mutex:
+            self._release()
+
+    def _release(self) -> None:
         if self.released:
             return
         self.released = True
