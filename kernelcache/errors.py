@@ -25,7 +25,8 @@ class BuildError(KernelCacheError, RuntimeError):
         self.returncode = returncode
         # No exit status / no "<placeholder>" command when no tool ran: the output is the cause.
         status = f" (exit {returncode})" if returncode is not None else ""
-        cmd = f"command: {command}\n" if command and not command.startswith("<") else ""
+        # ninja's FAILED block already echoes the command: said once
+        cmd = f"command: {command}\n" if command and not command.startswith("<") and command not in output else ""
         super().__init__(
             f"building kernel {spec_name!r} failed{status}.\n{cmd}--- compiler output ---\n{output.rstrip()}"
         )

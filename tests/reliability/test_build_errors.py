@@ -16,6 +16,7 @@ def test_syntax_error_raises_build_error_and_retry_after_fix_builds(kc_env, proj
     err = ei.value
     assert "error" in err.output and "add.cc" in err.output
     assert "add.cc" in err.command and "-c" in err.command
+    assert str(err).count(err.command) == 1, str(err)  # once (ninja's FAILED block echoes it already)
     assert kc_env.entries() == []
     assert list((kc_env.cache / "v1" / "tmp").iterdir()) == []  # private dir removed
     assert kc.stats()["build_failures"] == 1
