@@ -30,6 +30,7 @@ else:
         pytest_addoption,
         pytest_configure,
         pytest_load_initial_conftests,
+        pytest_report_header,
         pytest_unconfigure,
     )
 

@@ -28,6 +28,22 @@ MARKERS = (
 )
 
 
+FAILED_FROM = pytest.StashKey[tuple[str, list[str]]]()  # --kc-failed-from: (report, the tests it named)
+_SHOW = 10
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """What ``--kc-failed-from`` selected, said before the run (it was silent)."""
+    got = config.stash.get(FAILED_FROM, None)
+    if not got:
+        return []
+    report, ids = got
+    shown = ids if config.option.verbose > 0 else ids[:_SHOW]
+    more = f" ... and {len(ids) - len(shown)} more (-v lists all)" if len(ids) > len(shown) else ""
+    return [f"kernelcache: --kc-failed-from {report}: {len(ids)} test(s) that failed or errored there: "
+            + ", ".join(shown) + more]
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
     placement.add_options(parser.getgroup(PLUGIN_NAME))
@@ -50,6 +66,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         except names.SelectionError as e:
             raise pytest.UsageError(str(e)) from None
         args[:0] = ids
+        early_config.stash[FAILED_FROM] = (str(failed_from), ids)
     specs = getattr(ns, "kc_run", None)
     if not specs:
         return

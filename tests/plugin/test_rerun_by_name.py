@@ -233,7 +233,9 @@ def test_failed_from_a_previous_report_reruns_exactly_the_failures(plain):
     r.assert_outcomes(passed=1, failed=2)
     r = plain.runpytest_subprocess("-p", "kernelcache", f"--kc-failed-from={report}", "-v")
     r.assert_outcomes(failed=2)
-    r.stdout.fnmatch_lines(["*test_mix.py::test_broken FAILED*", "*test_mix.py::TestK::test_also_broken FAILED*"])
+    r.stdout.fnmatch_lines(["kernelcache: --kc-failed-from *first.json: 2 test(s) that failed or errored there: "
+                            "test_mix.py::test_broken, test_mix.py::TestK::test_also_broken",
+                            "*test_mix.py::test_broken FAILED*", "*test_mix.py::TestK::test_also_broken FAILED*"])
     assert "test_ok" not in r.stdout.str()
     clean = plain.path / "clean.json"
     plain.runpytest_subprocess("-p", "kernelcache", "-k", "test_ok", f"--kc-report-json={clean}")
