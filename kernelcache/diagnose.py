@@ -20,7 +20,12 @@ from .storage.local import LocalStore
 
 
 def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any]:
-    """Status (prebuilt | hit | fetched | miss), the level-1 inputs, and every refusal with its reason."""
+    """Status (prebuilt | hit | fetched | miss), the level-1 inputs, and every refusal with its reason.
+
+    The places are walked in the load's order (prebuilt, local, fetched), and the status is the
+    one of the entry a load would use; ``reason`` (why it would miss) is set only for a miss. On a
+    host without a compiler the level-1 key cannot be computed: ``note`` says so, and the fetched
+    entries are still looked up by the source key, as the load does."""
     s = resolve(settings)
     look = search.Lookup(spec, s, LocalStore(s))
 
@@ -31,8 +36,8 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
     pre = [{"entry": str(v.entry.path), "usable": v.module is not None, "reason": str(v.rejection or "")}
            for v in search.verdicts(look, Place.PREBUILT, check, read_only=True)]
     out: dict[str, Any] = {"name": spec.name, "key1": None, "inputs": {}, "status": "miss", "entry": None,
-                           "reason": "", "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre
-                                                     if not p["usable"]], "prebuilt": pre}
+                           "reason": "", "note": "", "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre
+                                                                 if not p["usable"]], "prebuilt": pre}
     usable = next((p for p in pre if p["usable"]), None)
     if usable and not s.rebuild:
         out.update(status="prebuilt", entry=usable["entry"])
@@ -40,8 +45,8 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
         plan = kinds.make_plan(spec, s)
         l1 = level1.level1(plan, s, look.sources())
     except ToolchainError as e:
-        out["reason"] = f"no toolchain: {e}"
-        return _fetched(out, look, check)
+        out["note"] = f"no toolchain here, so no level-1 key (a load looks up fetched entries by source key): {e}"
+        return _fetched(out, look, check, f"no usable prebuilt or fetched entry, and no toolchain: {e}")
     look.set_plan(plan, l1)
     out.update(key1=l1.key, inputs=l1.inputs)
     seen = []
@@ -54,20 +59,58 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
         out["refused"].append(f"{v.entry.path}: {v.rejection}")
     if out["status"] != "miss":
         return out
-    out["reason"] = search.local_miss(look, seen).reason
-    return _fetched(out, look, check)
+    return _fetched(out, look, check, search.local_miss(look, seen).reason)
 
 
-def _fetched(out: dict, look: search.Lookup, check: search.Accept) -> dict:
+def _fetched(out: dict, look: search.Lookup, check: search.Accept, why: str) -> dict:
+    """Fleet entries fetched earlier (the load's next place); ``why``: the miss reason, kept
+    only if nothing usable is found there either."""
     if out["status"] != "miss":
         return out
     skey = look.skey()
-    if skey is None:
+    if skey is not None:
+        out["source_key"] = skey
+        for v in search.verdicts(look, Place.FETCHED, check, read_only=True):
+            if v.module is not None:
+                out.update(status="fetched", entry=str(v.entry.path))
+                return out
+            out["refused"].append(f"fetched {v.entry.path}: {v.rejection}")
+    out["reason"] = why
+    if look.s.remote_enabled and skey is not None and not look.s.rebuild:
+        out["note"] = (out["note"] + "; " if out["note"] else "") + \
+            f"a load asks the fleet cache {look.s.remote.url} for source key {skey[:16]}... next"
+    return out
+
+
+def explain_recorded(name: str, settings: Settings | None = None) -> dict[str, Any]:
+    """``explain NAME`` for a kernel whose spec is not known on this host: entries fetched from
+    the fleet (a torch extension, a FlashInfer module) record their sources' bytes, not where
+    they are. The entry a load would take first (a usable prebuilt one, else the one loaded
+    last) is reported from its manifest, its binary checked; the sources cannot be (``note``)."""
+    from . import manifest as manifest_mod
+    from .layout import BUILT
+    from .storage import prebuilt
+
+    s = resolve(settings)
+    out: dict[str, Any] = {"name": name, "key1": None, "inputs": {}, "status": "miss", "entry": None, "reason": "",
+                           "note": "", "refused": [], "prebuilt": []}
+    found: list[tuple[str, Entry]] = [("prebuilt", e) for e in prebuilt.candidates(name, s)]
+    for info in sorted(LocalStore(s).infos(name), key=lambda i: -i.last_used):
+        m = manifest_mod.read(info.path)
+        if m is not None:
+            found.append(("hit" if info.area == BUILT else "fetched", Entry(info.path, m)))
+    for status, entry in found:
+        m = entry.manifest
+        problem = validate.binary_problem(entry.so_path, list(m.schemas), m.so_size, m.so_sha256)
+        if status == "prebuilt":
+            out["prebuilt"].append({"entry": str(entry.path), "usable": problem is None, "reason": problem or ""})
+        if problem is not None:
+            out["refused"].append(f"{status} {entry.path}: {problem}")
+            continue
+        out.update(status=status, entry=str(entry.path), key1=m.key1 if status == "hit" else None,
+                   inputs=dict(m.inputs or {}), kind=m.kind,
+                   note="its sources are not checked: this host's entries of it record their bytes, not where "
+                        "they are (explain --spec MODULE:FUNC checks them)")
         return out
-    out["source_key"] = skey
-    for v in search.verdicts(look, Place.FETCHED, check, read_only=True):
-        if v.module is not None:
-            out.update(status="fetched", entry=str(v.entry.path))
-            return out
-        out["refused"].append(f"fetched {v.entry.path}: {v.rejection}")
+    out["reason"] = "no entry of this kernel in the cache or a prebuilt root"
     return out

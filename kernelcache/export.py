@@ -14,12 +14,16 @@ import shutil
 import time
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
 
 from . import manifest as manifest_mod
 from . import toolchain
 from .layout import DEPSTAT, RECENT, USED, Layout
 from .settings import RemoteSettings, Settings, resolve
 from .storage.entry import Entry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .spec import KernelSpec
 
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
@@ -40,18 +44,24 @@ def export_entry(entry: Entry, out: Path, cuda_major: str | None, labels: dict |
 
 
 def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
-                        settings: Settings | None = None) -> list[dict]:
-    """Build shipped kernels (per arch for CUDA ones) into a relocatable artifact root."""
+                        settings: Settings | None = None, specs: "Mapping[str, KernelSpec] | None" = None
+                        ) -> list[dict]:
+    """Build kernels (per arch for CUDA ones) into a relocatable artifact root: the
+    shipped ones by ``names``, or ``specs`` (a project's KernelSpecs of any kind: a torch
+    extension's from ``cpp_extension.make_spec``, the exact spec its ``load`` call makes).
+    A CUDA kernel is built for each of ``archs``, else for the settings' arch."""
     from .kernels import shipped_specs
     from .loader import load_with_result
 
     base = resolve(settings).replace(no_build=False, prebuilt=(), remote=RemoteSettings())
     out = Path(out).resolve()
     report = []
-    for name, spec in shipped_specs(names, base).items():
+    chosen = dict(specs) if specs is not None else shipped_specs(names, base)
+    for name, spec in chosen.items():
         for arch in (archs or [None]) if spec.is_cuda else [None]:
-            if spec.is_cuda and arch is None:
-                report.append({"name": name, "status": "failed", "reason": "CUDA kernel needs --arch"})
+            if spec.is_cuda and arch is None and not base.cuda_arch:
+                report.append({"name": name, "status": "failed",
+                               "reason": "CUDA kernel needs --arch (or KERNELCACHE_CUDA_ARCH)"})
                 continue
             s = base.replace(cuda_arch=arch) if arch else base
             t0 = time.monotonic()

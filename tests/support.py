@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -171,3 +172,17 @@ def replace_file(path: Path, data: bytes) -> None:
 
 def manifest(entry: Path) -> dict:
     return json.loads((entry / "manifest.json").read_text())
+
+
+COMPILER = re.compile(r"(^|-)(c\+\+|g\+\+|gcc|cc|clang|clang\+\+|nvcc|cpp)(-[0-9.]+)?$")
+
+
+def compilerless_path(bin_dir: Path) -> str:
+    """A PATH with no C/C++/CUDA compiler at all (a serving host): links to every other
+    program of /usr/bin and /bin, plus this interpreter's directory."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for d in ("/bin", "/usr/bin"):
+        for p in Path(d).iterdir():
+            if not COMPILER.search(p.name) and not (bin_dir / p.name).exists():
+                (bin_dir / p.name).symlink_to(p)
+    return os.pathsep.join([os.path.dirname(sys.executable), str(bin_dir)])

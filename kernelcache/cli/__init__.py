@@ -61,8 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_clean)
     d = sub.add_parser("doctor", help="toolchain report")
     d.set_defaults(fn=cmd_doctor)
-    b = sub.add_parser("build", help="build shipped kernels into a relocatable prebuilt artifact root")
+    b = sub.add_parser("build", help="build kernels (shipped, --spec, --from-ini) into a relocatable prebuilt "
+                       "artifact root")
     b.add_argument("names", nargs="*")
+    b.add_argument("--spec", action="append", default=[], metavar="MOD:FUNC",
+                   help="module:callable returning KernelSpec(s), as the plugin's kernelcache_specs (repeatable)")
+    b.add_argument("--from-ini", action="store_true")
     b.add_argument("--arch", action="append", default=[], help="CUDA arch (repeatable), e.g. 9.0")
     b.add_argument("--out", required=True)
     b.add_argument("--flashinfer", action="append", default=[], metavar="MOD:FUNC[(ARGS)]",

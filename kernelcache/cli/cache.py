@@ -159,12 +159,21 @@ def cmd_verify(args) -> int:
 
 def cmd_explain(args) -> int:
     from ..diagnose import explain
+    from ..errors import UnknownKernel
 
     s = settings_of(args)
     bad = arch_problem(s)
     if bad:
         return usage_error(bad)
-    info = explain(records.resolve([args.name], getattr(args, "spec", None) or [], s)[args.name], s)
+    try:
+        spec = records.resolve([args.name], getattr(args, "spec", None) or [], s, fetched=False)[args.name]
+        info = explain(spec, s)
+    except (records.NoSourcesHere, UnknownKernel) as e:  # built elsewhere only (fetched, or a prebuilt root)
+        from ..diagnose import explain_recorded
+
+        info = explain_recorded(args.name, s)
+        if isinstance(e, UnknownKernel) and not info["prebuilt"]:
+            raise
     if args.json:
         print(json.dumps(info, indent=1, default=str))
         return 0
@@ -173,15 +182,17 @@ def cmd_explain(args) -> int:
         print(f"entry:   {info['entry']}")
     if info["reason"]:
         print(f"why miss: {info['reason']}")
+    if info.get("note"):
+        print(f"note:    {info['note']}")
     for r in info["refused"]:
         print(f"refused: {r}")
     inp = info["inputs"]
     if inp:
         print("inputs:")
-        print(f"  sources: {', '.join(inp['sources'])}")
-        for t, v in inp["tools"].items():
+        print(f"  sources: {', '.join(inp.get('sources') or ())}")
+        for t, v in (inp.get("tools") or {}).items():
             print(f"  {t}: {v['path']} ({(v['version'] or '').splitlines()[0] if v['version'] else '?'})")
-        print(f"  arch: {inp['arch'] or 'n/a (cpu)'}\n  abi: {inp['abi']}\n  env: {inp['env'] or '{}'}")
+        print(f"  arch: {inp.get('arch') or 'n/a (cpu)'}\n  abi: {inp.get('abi')}\n  env: {inp.get('env') or '{}'}")
         nat = inp.get("native")
         if nat:
             march = next((t for t in nat["expanded"] if t.startswith(("-march=", "-mcpu="))), "?")

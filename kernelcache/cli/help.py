@@ -32,7 +32,9 @@ DESCRIPTIONS: dict[tuple[str, ...], str] = {
                  "the CPU path needs is missing.",
     ("build",): "Build kernels into a relocatable prebuilt artifact root (one build per --arch) that "
                 "serving hosts without a compiler load from (KERNELCACHE_PREBUILT or a companion "
-                "wheel made by `kernelcache pack`). --flashinfer exports FlashInfer JIT modules, "
+                "wheel made by `kernelcache pack`). A project's own kernels come from --spec MOD:FUNC or "
+                "--from-ini (KernelSpecs of any kind: a torch extension's is kernelcache.cpp_extension."
+                "make_spec(name, sources, ...), the spec of that load call). --flashinfer exports FlashInfer JIT modules, "
                 "built through the FlashInfer route, labelled with the installed FlashInfer's version.",
     ("pack",): "Pack an artifact root written by `kernelcache build` into a companion wheel that "
                "registers it through the kernelcache.prebuilt entry point.",
@@ -66,7 +68,10 @@ OPTION_HELP: dict[tuple[tuple[str, ...], str], str] = {
     (("explain",), "name"): "kernel name: shipped, defined by --spec, or one the cache has records of",
     (("explain",), "json"): "print the whole explanation as JSON",
     (("clean",), "yes"): "do not ask for confirmation",
-    (("build",), "names"): "kernel names (default: every shipped kernel; none when only --flashinfer is given)",
+    (("build",), "names"): "kernel names: shipped, or defined by --spec/--from-ini (default: every shipped kernel, "
+                           "or every --spec/--from-ini one; none when only --flashinfer is given)",
+    (("build",), "from_ini"): "also the kernelcache_specs of the pytest ini file (pytest.ini, pyproject.toml, "
+                              "tox.ini, setup.cfg) at or above the current directory",
     (("build",), "out"): "directory of the artifact root to write",
     (("pack",), "root"): "artifact root written by `kernelcache build`",
     (("pack",), "out"): "directory the wheel is written to (default: dist)",

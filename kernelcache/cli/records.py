@@ -32,13 +32,20 @@ from ..storage.entry import Entry
 TVM_INCLUDE = "-I${TVM_FFI}/include"
 
 
-def resolve(names: list[str], refs: list[str], settings, default_all: bool = True) -> dict[str, KernelSpec]:
-    """Specs for ``names`` (default: every shipped kernel plus every ``--spec`` one)."""
+class NoSourcesHere(KernelCacheError):
+    """The cache holds entries of the kernel, but none says where its sources are on this host."""
+
+
+def resolve(names: list[str], refs: list[str], settings, default_all: bool = True,
+            search: list[str] | None = None, fetched: bool = True) -> dict[str, KernelSpec]:
+    """Specs for ``names`` (default: every shipped kernel plus every ``--spec`` one); ``search``:
+    where a ref's module is looked for when not importable (default: the current directory);
+    ``fetched=False``: a spec is rebuilt from entries built here only (NoSourcesHere otherwise)."""
     from ..kernels import shipped_kernel_names, shipped_specs
 
     declared: dict[str, KernelSpec] = {}
     for ref in refs:
-        for s in specs_from_ref(ref, [os.getcwd()]):
+        for s in specs_from_ref(ref, search or [os.getcwd()]):
             declared[s.name] = s
     if not names:
         return {**(shipped_specs(None, settings) if default_all and not refs else {}), **declared}
@@ -49,11 +56,11 @@ def resolve(names: list[str], refs: list[str], settings, default_all: bool = Tru
         elif n in shipped_kernel_names():
             out[n] = shipped_specs([n], settings)[n]
         else:
-            spec = from_records(n, settings)
+            spec = from_records(n, settings, fetched)
             if spec is None:
                 recorded = recorded_names(settings)
                 if n in recorded:
-                    raise KernelCacheError(
+                    raise NoSourcesHere(
                         f"kernel {n!r} is in the cache, but none of its entries says where its sources are on "
                         "this host (entries fetched from the fleet record only their bytes); name its spec "
                         "with --spec MODULE:FUNC")
@@ -68,14 +75,16 @@ def recorded_names(settings) -> set[str]:
     return {i.name for i in LocalStore(settings).infos()}
 
 
-def from_records(name: str, settings) -> KernelSpec | None:
-    """The spec of the most recently used entry of ``name`` (built here first, then fetched), or None."""
+def from_records(name: str, settings, fetched: bool = True) -> KernelSpec | None:
+    """The spec of the most recently used entry of ``name`` (built here first, then fetched
+    unless ``fetched`` is false), or None."""
     from .. import manifest as manifest_mod
     from ..layout import Layout
     from ..storage.local import LocalStore
 
     store = LocalStore(settings)
-    infos = sorted(store.infos(name), key=lambda i: (i.area != BUILT, -i.last_used))
+    infos = sorted((i for i in store.infos(name) if fetched or i.area == BUILT),
+                   key=lambda i: (i.area != BUILT, -i.last_used))
     for info in infos:
         m = manifest_mod.read(info.path)
         if m is not None:

@@ -5,6 +5,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import records
 from .common import settings_of
 
 
@@ -90,6 +91,7 @@ def _remote_line(s) -> tuple[bool, str]:
 
 def cmd_build(args) -> int:
     from .. import gpu
+    from ..errors import UnknownKernel
     from ..export import build_artifact_root, export_flashinfer
     from .cache import arch_problem, usage_error
 
@@ -98,13 +100,31 @@ def cmd_build(args) -> int:
             gpu.parse_arch_list(a)
         except gpu.ArchError as e:
             return usage_error(f"--arch {a!r}: {e}")
-    shipped = bool(args.names) or not args.flashinfer  # --flashinfer alone: only those modules
-    if shipped and not args.arch and arch_problem(settings_of(args)):
-        return usage_error(arch_problem(settings_of(args)))
-    report = build_artifact_root(args.names or None, list(args.arch), Path(args.out), settings_of(args)) \
-        if shipped else []
+    s = settings_of(args)
+    refs, search = list(args.spec), [os.getcwd()]
+    if args.from_ini:  # the project's own kernels, as its pytest runs declare them
+        from .project_ini import ini_spec_refs
+
+        ini, found = ini_spec_refs(Path.cwd())
+        if not found:
+            return usage_error(f"{ini} sets no kernelcache_specs")
+        refs += found
+        search = [str(ini.parent), os.getcwd()]
+    specs = None
+    if refs or args.names:
+        try:
+            specs = records.resolve(list(args.names), refs, s, default_all=False, search=search)
+        except UnknownKernel as e:
+            return usage_error(f"{e}; a project's kernel is exported with --spec MODULE:FUNC (a callable "
+                               "returning its KernelSpec; a torch extension's: kernelcache.cpp_extension.make_spec"
+                               "(name, sources, ...)) or --from-ini (the pytest ini's kernelcache_specs)")
+    shipped = specs is not None or not args.flashinfer  # --flashinfer alone: only those modules
+    needs_arch = any(sp.is_cuda for sp in specs.values()) if specs is not None else shipped
+    if needs_arch and not args.arch and arch_problem(s):
+        return usage_error(arch_problem(s))
+    report = build_artifact_root(None, list(args.arch), Path(args.out), s, specs=specs) if shipped else []
     if args.flashinfer:  # each module's arch is its own gencode set (FlashInfer's choice)
-        report += export_flashinfer(list(args.flashinfer), Path(args.out), settings_of(args))
+        report += export_flashinfer(list(args.flashinfer), Path(args.out), s)
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
     return 1 if any(r["status"] == "failed" for r in report) else 0
