@@ -90,7 +90,11 @@ def run_cleanups() -> None:
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     run_cleanups()
-    previous = _installed[0] if _installed else signal.SIG_DFL
+    if not _installed:  # delivered just after the stretch ended: nothing left to unwind for
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    previous = _installed[0]
     if callable(previous):  # the application's handler decides what SIGTERM means
         previous(signum, frame)
         return

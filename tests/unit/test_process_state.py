@@ -37,6 +37,7 @@ MEMOS = {
     "system_packages.py": {"system_packages.listings"},
     "fleet.py": {"fleet.clients"},
     "storage/remote/client.py": {"remote.down_state"},
+    "interrupt.py": {"interrupt.stop"},
     "kernels/config.py": {"kernels.settings"},
     "kernels/ngram_corpus/call.py": {"kernels.ngram_corpus.native"},
     "kernels/speculative_sampling/call.py": {"kernels.speculative_sampling.runtime"},
@@ -46,6 +47,9 @@ MEMOS = {
 NOT_MEMOS = {
     "process_state.py": {"_resets": "the registry itself"},
     "storage/remote/client.py": {"_held": "compile leases this process holds (released at exit), not a memo"},
+    "interrupt.py": {"_cleanups": "what SIGTERM runs (registered once per module import)",
+                     "_installed": "the SIGTERM disposition to put back (sigterm_cleanup owns it)",
+                     "_depth": "nesting of sigterm_cleanup in the main thread (it owns it)"},
     "admit.py": {},  # _state.dlopened is kept on purpose: dlopen never forgets a path
     "kernels/speculative_sampling/call.py": {},
     "tvm_ffi/_patch.py": {"_saved": "what install() replaced; uninstall() restores it",
