@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .. import dir_trust
 from .. import manifest as manifest_mod
 from ..errors import CacheRemovedError, RemovalError
 from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
@@ -65,6 +66,8 @@ class LocalStore:
         self.settings = settings
         self.layout: Layout = settings.layout
         self.root = self.layout.root
+        dir_trust.check([self.layout.base, self.root], "cache dir",  # once per process: a set lookup after
+                        "Make it yours alone (chmod go-w, chown) or point KERNELCACHE_DIR elsewhere.")
 
     # -- paths -------------------------------------------------------------------------------
     def key_dir(self, name: str, key1: str) -> Path:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+from .. import dir_trust
 from .. import manifest as manifest_mod
 from .. import process_state
 from .. import toolchain
@@ -97,6 +98,8 @@ def roots(settings: Settings) -> list[Path]:
 def candidates(name: str, settings: Settings) -> Iterator[Entry]:
     """Every artifact for ``name`` in every root, in root order."""
     for root in roots(settings):
+        dir_trust.check([root, Layout(root).root], "prebuilt root",
+                        "Make it writable by its owner alone, or drop it from KERNELCACHE_PREBUILT.")
         base = Layout(root).kernel_dir(name)
         try:
             key_dirs = sorted(os.scandir(base), key=lambda e: e.name)

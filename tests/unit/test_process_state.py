@@ -25,6 +25,7 @@ MEMOS = {
     "admit.py": {"admit.admitted"},
     "anchors.py": {"anchors.project_roots"},
     "deprecord.py": {"deprecord.prepared"},
+    "dir_trust.py": {"dir_trust.checked"},
     "events.py": {"events.counters"},
     "gpu.py": {"gpu.detection"},
     "native.py": {"native.cpu_features"},

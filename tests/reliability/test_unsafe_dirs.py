@@ -1,0 +1,70 @@
+"""A cache dir or prebuilt root other users can write is named in a warning, once per process.
+
+Real directories with real modes and owners (the tests run as root, which may chown); loads go
+through the public API. ``-W error`` (the suite's setting) would turn the warning into an error,
+so each load here records warnings instead.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import kernelcache as kc
+from kernelcache.errors import CacheMissError, UnsafeDirectoryWarning
+from tests.support import project_spec
+
+
+def _load_warnings(spec, settings) -> list[str]:
+    """Messages of the UnsafeDirectoryWarnings one load raised (a miss is fine: no_build)."""
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        try:
+            kc.load(spec, settings=settings)
+        except CacheMissError:
+            pass
+    return [str(w.message) for w in got if issubclass(w.category, UnsafeDirectoryWarning)]
+
+
+def test_a_world_writable_cache_dir_is_named_once(kc_env, project):
+    spec = project_spec(project)
+    s = kc.Settings.from_env()
+    assert _load_warnings(spec, s) == []  # the fixture's cache: root's, 0755
+    kc.reset_process_state()
+    kc_env.cache.chmod(0o777)
+    got = _load_warnings(spec, s)
+    assert len(got) == 1 and f"cache dir {kc_env.cache} can be written by other users" in got[0]
+    assert "writable by every user (mode 0777)" in got[0] and "KERNELCACHE_DIR" in got[0]
+    assert _load_warnings(spec, s) == []  # once per process
+
+
+@pytest.mark.parametrize("how", ["parent 0777", "parent 1777", "owner"])
+def test_a_cache_dir_others_can_replace_or_own(kc_env, project, tmp_path, how):
+    shared = tmp_path / "shared"
+    cache = shared / "cache"
+    cache.mkdir(parents=True)
+    if how == "owner":
+        import os
+
+        os.chown(cache, 4242, 4242)
+    else:
+        shared.chmod(0o1777 if how == "parent 1777" else 0o777)
+    s = kc.Settings.from_env().replace(cache_dir=cache, no_build=True)
+    got = _load_warnings(project_spec(project), s)
+    if how == "parent 1777":  # the sticky bit: others cannot rename what is not theirs
+        assert got == []
+    elif how == "owner":
+        assert len(got) == 1 and f"{cache} belongs to another user (uid 4242)" in got[0]
+    else:
+        assert len(got) == 1 and f"{shared}, a directory above it, is writable by every user" in got[0]
+    assert kc_env.compiles() == 0
+
+
+def test_a_world_writable_prebuilt_root_is_named(kc_env, project, tmp_path):
+    root = tmp_path / "artifacts"
+    (root / "v1" / "entries").mkdir(parents=True)
+    root.chmod(0o777)
+    s = kc.Settings.from_env().replace(prebuilt=(root,), no_build=True)
+    got = _load_warnings(project_spec(project), s)
+    assert len(got) == 1 and f"prebuilt root {root} can be written by other users" in got[0], got
+    assert "KERNELCACHE_PREBUILT" in got[0]
