@@ -166,7 +166,7 @@ def emit(event: str, **fields: Any) -> None:
             _per_kernel[name][counter] += 1
             if event in (Event.MISS, Event.REMOTE_MISS, Event.REMOTE_ERROR):
                 _per_kernel_reasons[name][f"{counter}:{fields.get('reason_code', 'unknown')}"] += 1
-            if event == Event.BUILD_DONE:
+            if event in (Event.BUILD_DONE, Event.BUILD_FAILED):  # a failed build took its time too
                 _per_kernel[name]["build_ms"] += int(1000 * float(fields.get("seconds", 0.0)))
         listeners = tuple(_listeners)
     for fn in listeners:

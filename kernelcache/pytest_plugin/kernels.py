@@ -24,6 +24,7 @@ from kernelcache.settings import Settings
 from . import names
 
 ITEM_KERNELS = pytest.StashKey[list]()  # kernel names a collected test declares
+ITEM_LOADED = pytest.StashKey[list]()  # kernel names a test's own loads named while it ran
 
 
 class KernelUnavailable(Exception):
@@ -45,6 +46,7 @@ class Kernels:
         self.uses: dict[str, Counter] = {}  # name -> {"test": n, "<load status>": n}
         self.warm_seconds = 0.0
         self._extra: dict[str, Any] | None = None
+        self._fi_done: set[str] = set()  # FlashInfer references warmed (results are by module name)
 
     # -- specs ---------------------------------------------------------------------------------
     def extra_specs(self) -> dict[str, Any]:
@@ -71,8 +73,11 @@ class Kernels:
 
         if name not in shipped_kernel_names():
             known = sorted(set(extra) | set(shipped_kernel_names()))
-            raise KernelUnavailable(f"unknown kernel {name!r} (known: {', '.join(known)}; add specs "
-                                    "with kernelcache_specs)")
+            raise KernelUnavailable(
+                f"unknown kernel {name!r} (known: {', '.join(known)}; add specs with kernelcache_specs: a "
+                "torch extension's is kernelcache.cpp_extension.make_spec(name, sources, ...), the spec of "
+                "that load call; a FlashInfer module is named by its generator, MODULE:FUNC(ARGS), e.g. "
+                "'flashinfer.jit.activation:gen_act_and_mul_module(\"silu\")')")
         try:
             return shipped_specs([name], self.settings)[name]
         except Exception as e:  # noqa: BLE001 - the kernel's own module may be broken
@@ -82,7 +87,11 @@ class Kernels:
     # -- warming -------------------------------------------------------------------------------
     def warm(self, wanted: Sequence[str], where: str, build_only: bool = False) -> None:
         """Build/load the kernels not warmed yet; results are kept, failures included."""
-        todo = [n for n in dict.fromkeys(wanted) if n not in self.results]
+        todo = [n for n in dict.fromkeys(wanted) if n not in self.results and n not in self._fi_done]
+        flashinfer = [n for n in todo if ":" in n]  # MODULE:FUNC(ARGS): kernel names have no ':'
+        if flashinfer:
+            self._warm_flashinfer(flashinfer, where)
+            todo = [n for n in todo if ":" not in n]
         if not todo:
             return
         specs = []
@@ -112,6 +121,20 @@ class Kernels:
             if r.status == "failed" and r.error is not None:
                 d["error_type"] = type(r.error).__name__
             self.results[r.name] = d
+        self.warm_seconds += time.monotonic() - t0
+
+    def _warm_flashinfer(self, refs: list[str], where: str) -> None:
+        """FlashInfer modules through the FlashInfer route (their arch: FlashInfer's own gencode
+        set), as ``kernelcache build --flashinfer`` does: a test's routed call of the same module
+        (``--kc-patch=flashinfer``) is then a hit, also under ``--kc-no-build``."""
+        from kernelcache import flashinfer
+
+        self._fi_done.update(refs)
+        t0 = time.monotonic()
+        for row in flashinfer.built(refs, self.settings):
+            d = _result(row["name"], row["status"], row.get("reason", ""), where)
+            d.update(seconds=round(float(row.get("seconds", 0.0)), 3), entry_path=row.get("entry_path", ""))
+            self.results[row["name"]] = d
         self.warm_seconds += time.monotonic() - t0
 
     def _skip_unbuildable_cuda(self, spec: Any, where: str) -> bool:

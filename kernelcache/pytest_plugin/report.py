@@ -112,7 +112,9 @@ def _kernel_rows(st: "SessionState", total: dict | None = None) -> list[dict]:
         seen.add(n)
         k = per.get(n, {})
         status = "not warmed" if n in uses and not k else _derived_status(k)
-        reasons = ", ".join(c.split(":", 1)[1] for c in (k.get("reasons") or {}) if c.startswith("misses:"))
+        # a local miss explains a build (or its failure); a fetched or prebuilt answer is no miss
+        reasons = ", ".join(c.split(":", 1)[1] for c in (k.get("reasons") or {}) if c.startswith("misses:")) \
+            if status in ("built", "failed") else ""
         rows.append({"name": n, "status": status, "seconds": float(k.get("build_seconds", 0.0)),
                      "reason": f"miss: {reasons}" if reasons else "", "where": "test", "entry_id": "",
                      "entry_path": "", "uses": dict(uses.get(n, Counter())), "stats": k})

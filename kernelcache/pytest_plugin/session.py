@@ -14,7 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from . import gating, outcomes, placement, report, xdist
-from .kernels import ITEM_KERNELS, KernelUnavailable, marker_kernels, static_kernel_names, will_skip
+from .kernels import ITEM_KERNELS, ITEM_LOADED, KernelUnavailable, marker_kernels, static_kernel_names, will_skip
 from .options import PLUGIN_NAME
 from .state import SessionState
 
@@ -104,11 +104,31 @@ class SessionPlugin:
             pytest.fail(msg, pytrace=False)
 
     @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
+        """The kernels a test loads itself (``kc.load`` in its body, a drop-in call), besides the
+        ones its markers name: each load's event names it, however it was answered."""
+        from kernelcache import events
+        from kernelcache.impact.record import LOAD_EVENTS
+
+        loaded: list[str] = []
+        item.stash[ITEM_LOADED] = loaded
+
+        def on_event(event: str, fields: dict) -> None:
+            if event in LOAD_EVENTS and fields.get("name"):
+                loaded.append(str(fields["name"]))
+
+        events.add_listener(on_event)
+        try:
+            return (yield)
+        finally:
+            events.remove_listener(on_event)
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         rep = yield
-        found = item.stash.get(ITEM_KERNELS, None)
+        found = list(dict.fromkeys([*item.stash.get(ITEM_KERNELS, []), *item.stash.get(ITEM_LOADED, [])]))
         if found:
-            rep.kernelcache_kernels = list(found)
+            rep.kernelcache_kernels = found
         if item.get_closest_marker("gpu") is not None:
             rep.kernelcache_gpu = True
         return rep

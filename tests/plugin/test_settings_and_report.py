@@ -280,6 +280,7 @@ def test_kernel_loaded_only_inside_tests_appears_per_kernel_under_xdist(kcp, mon
     data = json.loads(report.read_text())
     k = {k["name"]: k for k in data["kernels"]}["lazy_adder"]
     assert k["stats"]["builds"] == 1 and k["status"] == "built"
+    assert all(t["kernels"] == ["lazy_adder"] for t in data["tests"]), data["tests"]  # loaded in the test body
     workers = data["stats"]["workers"]
     assert sorted(workers) == ["gw0", "gw1"]
     per_worker = [w.get("kernels", {}).get("lazy_adder", {}) for w in workers.values()]
@@ -294,6 +295,26 @@ def test_kernel_loaded_only_inside_tests_appears_per_kernel_under_xdist(kcp, mon
     cells = next(line for line in lines if line.startswith("| lazy_adder |")).strip("|").split("|")
     assert [c.strip() for c in cells][:4] == ["lazy_adder", "built", f"{k['seconds']:.2f}", "test"]
     assert "totals: 1 kernel(s); builds 1" in md
+
+
+def test_a_lazily_loaded_kernel_whose_build_fails_reports_its_build_time_and_the_test(kcp):
+    """Issue 46: a failed build in a test body showed 0.00 s and the test's record named no kernel."""
+    project = _support().make_project(kcp.path / "lazyproj")
+    src = project / "add.cc"
+    src.write_text(src.read_text().replace("return a + b", "return a +* b;;; oops"))
+    kcp.ini()
+    kcp.pytester.makepyfile(test_lazy=LAZY_TESTS.format(support=str(TESTS_DIR / "support.py"),
+                                                         project=str(project)).replace("range(6)", "range(1)"))
+    report = kcp.path / "r.json"
+    r = kcp.run("-p", "kernelcache", f"--kc-report-json={report}")
+    r.assert_outcomes(failed=1)
+    data = json.loads(report.read_text())
+    k = {k["name"]: k for k in data["kernels"]}["lazy_adder"]
+    assert k["status"] == "failed" and k["stats"]["build_failures"] == 1, k
+    assert k["seconds"] > 0, k  # the failed compile's time, not 0.00
+    assert k["reason"].startswith("miss:"), k
+    (t,) = data["tests"]
+    assert t["kernels"] == ["lazy_adder"] and t["outcome"] == "failed", t
 
 
 def test_step_summary_not_written_without_the_variable(kcp_shared):
