@@ -1,9 +1,12 @@
 """What changed: ``git diff REF...HEAD`` plus uncommitted and untracked files, renames split.
 
 Why a rename is two changes: the old path disappears (tests that imported or listed it may
-break) and the new one appears (it may shadow a header or be a new test file). Every failure
-(no git, not a repository, REF missing in a shallow clone, no merge base) is a
-:class:`ChangeSet` with ``error`` set: the caller then runs everything and says why.
+break) and the new one appears (it may shadow a header or be a new test file). Why a submodule
+is opened: the superproject's diff names one gitlink for a bump or an edit inside it, while the
+map records the headers inside (vendored CUTLASS, FlashInfer); its own diff says which. Every
+failure (no git, not a repository, REF missing in a shallow clone, no merge base, a submodule
+that changed but cannot be diffed) is a :class:`ChangeSet` with ``error`` set: the caller then
+runs everything and says why.
 """
 from __future__ import annotations
 
@@ -11,11 +14,14 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 GIT_TIMEOUT_S = 60.0
 
 ADDED, MODIFIED, DELETED = "added", "modified", "deleted"
+GITLINK, NO_MODE = "160000", "000000"  # a submodule's entry in a tree; no entry (added / deleted)
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: every git knows it
+MAX_SUBMODULE_DEPTH = 8
 
 
 class GitError(Exception):
@@ -103,30 +109,85 @@ def has_commit(root: Path | str, rev: str) -> bool:
                              check=False).returncode == 0
 
 
-def parse_name_status(out: str, note: str = "") -> list[Change]:
-    """``git diff --name-status -z -M`` output -> changes (a rename is a deletion + an addition)."""
+def parse_raw(out: str) -> list[tuple[str, str, str, str, str, str, str]]:
+    """``git diff --raw -z --no-abbrev`` output -> (status, old mode, new mode, old id, new id,
+    path, new path) records (``new path`` only for a rename or copy)."""
     tokens = out.split("\0")
-    out_changes: list[Change] = []
+    recs = []
     i = 0
-    while i < len(tokens) and tokens[i]:
-        status = tokens[i]
-        code = status[:1]
-        if code in ("R", "C"):
-            old, new = tokens[i + 1], tokens[i + 2]
+    while i < len(tokens) and tokens[i].startswith(":"):
+        old_mode, new_mode, old_id, new_id, status = tokens[i][1:].split(" ", 4)
+        if status[:1] in ("R", "C"):
+            recs.append((status[:1], old_mode, new_mode, old_id, new_id, tokens[i + 1], tokens[i + 2]))
             i += 3
-            if code == "R":
-                out_changes.append(Change(old, DELETED, _join(f"renamed to {new}", note)))
-            out_changes.append(Change(new, ADDED, _join(f"{'renamed' if code == 'R' else 'copied'} from {old}", note)))
-            continue
-        path = tokens[i + 1]
-        i += 2
-        kind = {"A": ADDED, "D": DELETED}.get(code, MODIFIED)
-        out_changes.append(Change(path, kind, note))
-    return out_changes
+        else:
+            recs.append((status[:1], old_mode, new_mode, old_id, new_id, tokens[i + 1], ""))
+            i += 2
+    return recs
 
 
 def _join(a: str, b: str) -> str:
     return f"{a}, {b}" if b else a
+
+
+def diff(root: Path | str, revs: Sequence[str], note: str = "", depth: int = 0) -> list[Change]:
+    """``git diff REV [REV2]`` (one rev: against the working tree) as changes: a rename is a
+    deletion and an addition, and a submodule whose commit moved, or whose working tree is
+    dirty, is replaced by the files that changed inside it (:func:`submodule_changes`)."""
+    out = git(root, "diff", "--raw", "-z", "--no-abbrev", "-M", "--ignore-submodules=none", *revs).stdout
+    changes: list[Change] = []
+    for status, old_mode, new_mode, old_id, new_id, path, new_path in parse_raw(out):
+        if GITLINK in (old_mode, new_mode):
+            if new_path:
+                raise GitError(f"submodule {path} was renamed to {new_path}: its files' changes are not followed")
+            if old_mode not in (GITLINK, NO_MODE):  # a file replaced by a submodule, or the reverse
+                changes.append(Change(path, DELETED, note))
+            if new_mode not in (GITLINK, NO_MODE):
+                changes.append(Change(path, ADDED, note))
+            old = old_id if old_mode == GITLINK else EMPTY_TREE
+            new = (None if len(revs) == 1 else new_id) if new_mode == GITLINK else EMPTY_TREE
+            changes += submodule_changes(Path(root), path, old, new, note, depth + 1)
+        elif status == "R":
+            changes.append(Change(path, DELETED, _join(f"renamed to {new_path}", note)))
+            changes.append(Change(new_path, ADDED, _join(f"renamed from {path}", note)))
+        elif status == "C":
+            changes.append(Change(new_path, ADDED, _join(f"copied from {path}", note)))
+        else:
+            changes.append(Change(path, {"A": ADDED, "D": DELETED}.get(status, MODIFIED), note))
+    return changes
+
+
+def submodule_changes(root: Path, path: str, old: str, new: str | None, note: str = "",
+                      depth: int = 1) -> list[Change]:
+    """The files that differ inside the submodule at ``path`` between its commits ``old`` and
+    ``new`` (None: its working tree, untracked files included; the empty tree for a submodule
+    added or removed), prefixed with ``path``; nested submodules the same way. Why: the
+    superproject's diff shows one gitlink, while the map records the headers inside it. Raises
+    GitError (the caller then runs everything) when it cannot know: the submodule is not checked
+    out, or a commit is missing from its object store (a shallow submodule clone)."""
+    sub = root / path
+    if depth > MAX_SUBMODULE_DEPTH:
+        raise GitError(f"submodule {path} is nested more than {MAX_SUBMODULE_DEPTH} levels deep")
+    if not (sub / ".git").exists():
+        raise GitError(f"submodule {path} changed but is not checked out here, so the files that changed "
+                       "inside it are unknown (`git submodule update --init --recursive`)")
+    for rev in (old, new):
+        if rev is not None and rev != EMPTY_TREE and not has_commit(sub, rev):
+            raise GitError(f"submodule {path}: commit {rev[:12]} is not in its object store, so the files "
+                           f"that changed inside it are unknown (`git -C {path} fetch` it, or check out "
+                           "submodules with their history)")
+    span = f"{_short(old)}..{_short(new) if new else 'working tree'}"
+    inner = _join(f"in submodule {path}, {span}", note)
+    found = diff(sub, [old] if new is None else [old, new], inner, depth)
+    if new is None:
+        for p in git(sub, "ls-files", "--others", "--exclude-standard", "-z").stdout.split("\0"):
+            if p:
+                found.append(Change(p, ADDED, _join("untracked", inner)))
+    return [Change(f"{path}/{c.path}", c.kind, c.note) for c in found]
+
+
+def _short(rev: str) -> str:
+    return "(none)" if rev == EMPTY_TREE else rev[:12]
 
 
 def changed_files(start: Path | str, since: str, also_since: Iterable[str] = ()) -> ChangeSet:
@@ -153,10 +214,9 @@ def changed_files(start: Path | str, since: str, also_since: Iterable[str] = ())
                         "history: `git fetch --deepen=...` or `--unshallow`)")
             return cs
         cs.base = mb.stdout.split()[0]
-        committed = git(root, "diff", "--name-status", "-z", "-M", cs.base, "HEAD").stdout
-        for c in parse_name_status(committed):
+        for c in diff(root, [cs.base, "HEAD"]):
             cs.add(c)
-        for c in parse_name_status(git(root, "diff", "--name-status", "-z", "-M", "HEAD").stdout, "uncommitted"):
+        for c in diff(root, ["HEAD"], "uncommitted"):
             cs.add(c)
         untracked = git(root, "ls-files", "--others", "--exclude-standard", "-z").stdout
         for p in untracked.split("\0"):
@@ -165,8 +225,7 @@ def changed_files(start: Path | str, since: str, also_since: Iterable[str] = ())
         for rev in sorted(set(also_since)):
             chs: dict[str, Change] = {}
             if rev and rev != cs.base:
-                out = git(root, "diff", "--name-status", "-z", "-M", rev).stdout
-                for c in parse_name_status(out, f"changed since {rev[:12]}, when the impact map recorded it"):
+                for c in diff(root, [rev], f"changed since {rev[:12]}, when the impact map recorded it"):
                     if not bytecode(c.path):
                         chs[c.path] = c
             cs.since_commit[rev] = chs
@@ -184,10 +243,22 @@ def bytecode(path: str) -> bool:
 
 
 def repo_files(root: Path | str, pattern: str = "") -> list[str]:
-    """Tracked and untracked (not ignored) files of the working tree, ``pattern`` a pathspec."""
+    """Tracked and untracked (not ignored) files of the working tree, those of its checked-out
+    submodules included (a vendored header a kernel reads is a repository file); ``pattern``: a
+    pathspec without ``/`` (a name glob such as ``*.py``), applied in each repository."""
+    return sorted(_files(Path(root), "", pattern, 0))
+
+
+def _files(top: Path, prefix: str, pattern: str, depth: int) -> set[str]:
+    here = top / prefix if prefix else top
     args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
-    if pattern:
-        args += ["--", pattern]
-    out = git(root, *args).stdout
-    base = str(root)
-    return sorted({p for p in out.split("\0") if p and os.path.exists(os.path.join(base, p))})
+    out = {prefix + p for p in git(here, *args, *(["--", pattern] if pattern else [])).stdout.split("\0") if p}
+    for line in git(here, "ls-files", "-z", "--stage").stdout.split("\0"):
+        mode, _, rest = line.partition(" ")
+        if mode != GITLINK:
+            continue
+        sub = prefix + rest.partition("\t")[2]
+        out.discard(sub)
+        if depth < MAX_SUBMODULE_DEPTH and (top / sub / ".git").exists():
+            out |= _files(top, sub + "/", pattern, depth + 1)
+    return {p for p in out if os.path.exists(os.path.join(top, p))}
