@@ -68,7 +68,8 @@ OPTIONS: tuple[Opt, ...] = (
         "GPU tests that cannot run fail instead of skipping, and the run fails when no GPU is "
         "detected or every gpu-marked test was skipped"),
     Opt("kernels", "--kc-kernels", "kernelcache_kernels", "KERNELCACHE_KERNELS", "list", (),
-        "kernel names to warm (shipped kernels or ones from kernelcache_specs); comma/space separated"),
+        "kernels to warm: names (shipped kernels or ones from kernelcache_specs) or FlashInfer modules "
+        "as MODULE:FUNC(ARGS) (built through the FlashInfer route); comma/space separated"),
     Opt("specs", "--kc-spec", "kernelcache_specs", "KERNELCACHE_SPECS", "list", (),
         "module:callable returning extra KernelSpec(s) (a spec, a list, or a dict) that markers and "
         "kernelcache_kernels can name; --kc-build-only builds all of them"),
@@ -182,10 +183,27 @@ def check_path_forms(config: pytest.Config) -> None:
 
 # -- conversion ----------------------------------------------------------------------------------
 def split_list(values: Any) -> list[str]:
-    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]`` (comma or space separated, repeatable)."""
+    """``["a,b", "c d"]`` -> ``["a", "b", "c", "d"]`` (comma or space separated, repeatable).
+    Separators inside parentheses or quotes stay: a FlashInfer module in ``--kc-kernels`` is
+    ``MODULE:FUNC(ARGS)`` (``gen_x("a", 2)``)."""
     out: list[str] = []
     for v in values or ():
-        out += [t for t in str(v).replace(",", " ").split() if t]
+        tok, depth, quote = "", 0, ""
+        for ch in str(v):
+            if quote:
+                quote = "" if ch == quote else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            elif depth <= 0 and (ch == "," or ch.isspace()):
+                out += [tok] if tok else []
+                tok = ""
+                continue
+            tok += ch
+        out += [tok] if tok else []
     return out
 
 
