@@ -127,17 +127,23 @@ class ImpactMap:
         return json.dumps(self.to_dict(), indent=0, sort_keys=False)
 
     # -- merging -----------------------------------------------------------------------------------
-    def merged_into(self, older: "ImpactMap | None", existing: set[str] | None = None) -> "ImpactMap":
-        """This session's records over an older map's: tests that ran now replace theirs, file
-        records are united (keeping every commit they came from), the rest is kept with its own
-        commit unless its file no longer exists (``existing``: repository-relative files that
-        exist now, None = keep all). A partial run never makes an older record look newer."""
+    def merged_into(self, older: "ImpactMap | None", existing: set[str] | None = None,
+                    whole: set[str] | None = None) -> "ImpactMap":
+        """This session's records over an older map's: tests that ran now replace theirs; the
+        record of a test file in ``whole`` (every test it has now ran in this session) replaces
+        the old one, with its tests (a test no longer there leaves); a file whose tests ran only
+        in part has its record united with the old one (keeping every commit it came from); the
+        rest is kept with its own commit unless its file no longer exists (``existing``:
+        repository-relative files that exist now, None = keep all). A partial run never makes
+        an older record look newer, and a full one forgets the commits it re-observed (else one
+        conftest change since the first recording would select everything forever)."""
         if older is None:
             return self
         out = ImpactMap(commit=self.commit, rootdir=self.rootdir, created=self.created)
+        whole = whole or set()
 
         def keep(path: str) -> bool:
-            return existing is None or path in existing
+            return (existing is None or path in existing) and path not in whole
 
         out.tests = {n: t for n, t in older.tests.items() if keep(t.file)}
         out.tests.update(self.tests)

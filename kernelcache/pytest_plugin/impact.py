@@ -84,6 +84,8 @@ class ImpactPlugin:
         self.raw: dict[str, record.Recording] = {}  # test file -> what its tests touched
         self.kernel_recs: dict[str, KernelRecord] = {}  # kernels loaded while tests ran
         self.worker_records: list[dict] = []
+        self.collected: dict[str, list[str]] = {}  # test file -> its tests this session runs
+        self.partial: set[str] = set()  # test files only some of whose tests this session selects
         self.told_deselected = False
         if st.is_worker:
             self.wire = (config.workerinput.get(KEY) or {}).get("changes")  # type: ignore[attr-defined]
@@ -112,6 +114,26 @@ class ImpactPlugin:
                           "seconds": round(p.seconds, 3)}
 
     # -- recording -------------------------------------------------------------------------------
+    def pytest_deselected(self, items: list[Any]) -> None:
+        """-k, -m, --deselect, --lf and this plugin's own selection: those files ran in part."""
+        for i in items:
+            f = _rel(getattr(i, "path", None), self.root)
+            if f is not None:
+                self.partial.add(f)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Which tests of each file this session runs: a file all of whose tests ran replaces
+        its map record (its old commits forgotten) instead of being united with it."""
+        if not self.map_path:
+            return
+        for i in session.items:
+            self.collected.setdefault(_rel(i.path, self.root) or str(i.path), []).append(i.nodeid)
+        for a in self.config.args:  # `pytest tests/test_a.py::test_a` collects that file in part
+            if "::" in a:
+                f = _rel(Path(self.config.invocation_params.dir, a.split("::", 1)[0]), self.root)
+                if f is not None:
+                    self.partial.add(f)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
         """Reads while a test file is imported and collected (golden values parametrizing a
@@ -178,7 +200,7 @@ class ImpactPlugin:
         return {"tests": {n: vars(t) for n, t in self.tests.items()},
                 "files": {f: vars(r) for f, r in out_files.items()},
                 "kernels": {n: vars(k) for n, k in self.kernel_recs.items()},
-                "selection": self.selection}
+                "selection": self.selection, "collected": self.collected, "partial": sorted(self.partial)}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -221,7 +243,7 @@ class ImpactPlugin:
         old, _ = load(self.map_path)
         existing = set(repo_files(self.root)) if self.root is not None else None
         if old is not None and old.rootdir == m.rootdir:
-            m = m.merged_into(old, existing)
+            m = m.merged_into(old, existing, _whole_files(recs))
         save(self.map_path, m)
         return {"path": str(self.map_path), "tests": len(m.tests), "kernels": len(m.kernels),
                 "recorded_now": sum(len(r["tests"]) for r in recs), "commit": m.commit}
@@ -336,6 +358,18 @@ class _XdistImpact:
         if sel and sel["deselected"] and not self.p.told_deselected:
             self.p.told_deselected = True
             self.p.config.hook.pytest_deselected(items=[_Deselected(n) for n in sel["deselected"]])
+
+
+def _whole_files(recs: list[dict]) -> set[str]:
+    """Test files every test of which ran in this session (across xdist workers): none
+    deselected or named by ``::``, every collected one run (not cut short by -x or a crash)."""
+    collected: dict[str, set[str]] = {}
+    for r in recs:
+        for f, ids in (r.get("collected") or {}).items():
+            collected.setdefault(f, set()).update(ids)
+    ran = {n for r in recs for n in r["tests"]}
+    partial = {f for r in recs for f in r.get("partial") or ()}
+    return {f for f, ids in collected.items() if ids and ids <= ran and f not in partial}
 
 
 def graph_cache(st: "SessionState") -> Path:

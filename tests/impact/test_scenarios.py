@@ -111,3 +111,34 @@ def test_backslash_continued_import(proj):
     assert selected(run) == {"tests/test_py.py::test_py"}
     assert run.selection["selected"]["tests/test_py.py::test_py"].startswith("imports pyutil/base.py (modified")
     assert failing(proj) == {"tests/test_py.py::test_py"}
+
+
+def test_a_full_rerecord_forgets_the_commits_it_reobserved(proj, capsys):
+    """Issue 45, item 5: main recorded the map (the fixture), a conftest change landed, main
+    re-recorded everything; a docs-only PR after that selects nothing (a map that unites every
+    file record with its old commits says "conftest.py changed since <first commit>" forever).
+    A run of part of a file still keeps the union of its commits."""
+    c1 = proj.head()
+    proj.edit("tests/conftest.py", "# shared fixtures would live here", "# shared fixtures live here")
+    c2 = proj.commit("a conftest change")
+    assert proj.affected(c1, "--collect-only").selection["everything"].startswith("tests/conftest.py (modified")
+    assert proj.record().rc == 0
+    main_map = json.loads(proj.map.read_text())
+    proj.edit("docs/notes.md", "Nothing", "Still nothing")
+    proj.commit("docs only")
+    run = proj.affected(c2, "--collect-only")
+    assert run.selection["everything"] is None, run.selection["everything"]
+    assert selected(run) == set() and len(run.selection["deselected"]) == len(ALL)
+    assert cli_main(["affected", "--since", c2, "--map", str(proj.map), "--root", str(proj.path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["everything"] is None and out["selected"] == {} and out["files"] == {}
+    m = main_map  # as main wrote it (the selection runs above wrote it too)
+    assert {c for f in m["files"].values() for c in f["commits"]} == {c2}
+    assert {t["commit"] for t in m["tests"].values()} == {k["commit"] for k in m["kernels"].values()} == {c2}
+    c4 = proj.head()
+    assert proj.record("-k", "test_a_plus").rc == 0  # part of test_a.py: its record keeps both commits
+    m = json.loads(proj.map.read_text())
+    assert m["files"]["tests/test_a.py"]["commits"] == sorted([c2, c4])
+    assert m["tests"]["tests/test_b.py::test_b[0]"]["commit"] == c2
+    assert m["tests"]["tests/test_a.py::test_a"]["commit"] == c2
+    assert m["tests"]["tests/test_a.py::test_a_plus"]["commit"] == c4
