@@ -1,10 +1,11 @@
 """The property: selection never skips a test whose outcome a change can alter.
 
-On the generated project (:mod:`.gen_project`), random edits from fixed seeds — modify
-(a number or a comment in a source, header, ``.cuh``/``.cu``, data file, helper, spec module,
-test, doc), rename, delete, add (a shadowing header, a new test, a stray file), restore an old
-version — with partial re-recording runs of the map in between (some from a dirty tree, some
-not loading every kernel). For each edit the selection (``kernelcache.impact.api.affected``,
+On the generated project (:mod:`.gen_project`, with a vendored library as a git submodule:
+:mod:`.submodule_project`), random edits from fixed seeds — modify (a number or a comment in a
+source, header, ``.cuh``/``.cu``, data file, helper, spec module, test, doc), rename, delete,
+add (a shadowing header, a new test, a stray file), restore an old version, bump the submodule
+to another tag, edit, add or commit a file inside the submodule — with partial re-recording
+runs of the map in between (some from a dirty tree, some not loading every kernel). For each edit the selection (``kernelcache.impact.api.affected``,
 the path the CLI and ``ci/affected-tests`` take; every few edits the plugin's too) is compared
 with a real full run: every test whose outcome differs from the full run at the base commit
 (outcome and assertion message), and every test file that no longer collects, was selected.
@@ -27,7 +28,8 @@ import pytest
 
 from kernelcache.impact.api import affected
 
-from .gen_project import ALL, FILES, Project, git, make_project
+from .gen_project import ALL, Project, git
+from .submodule_project import SUB, SUB_FILES, SUB_TESTS, TAGS, checkout, make_project, reset_hard
 
 SEEDS = (11, 22, 33, 44)
 EDITS_PER_SEED = 52
@@ -41,8 +43,10 @@ NEW_TESTS = [
     "    assert (Path(__file__).resolve().parents[1] / 'docs' / 'notes.md').read_text().startswith('# Notes')\n",
     "import pyutil2\n\n\ndef test_new():\n    assert pyutil2.EXTRA == 1\n",
 ]
+SUB_STRAY = ["include/minilib/extra.h", "notes.txt"]  # inside the submodule
 STRAY = ["csrc/kern_a/shared.h", "csrc/kern_a/a_extra.h", "csrc/kern_b/b_extra.h", "csrc/kern_c/notes.txt",
-         "csrc/common/unused.h", "data/extra.json", "docs/more.md", "tests/data.txt", "pyutil/extra.py"]
+         "csrc/common/unused.h", "csrc/kern_c/minilib/clamp.h", "data/extra.json", "docs/more.md", "tests/data.txt",
+         "pyutil/extra.py"]
 
 
 def outcome_key(o: tuple[str, str]) -> tuple[str, str]:
@@ -59,20 +63,20 @@ class Editor:
         self.n_new = 0
 
     def files(self) -> list[str]:
-        return [f for f in git(self.p.path, "ls-files").split("\n") if f and (self.p.path / f).exists()]
+        return [f for f in git(self.p.path, "ls-files").split("\n") if f and (self.p.path / f).is_file()]
 
     def apply(self) -> str:
         """One random edit to the working tree; returns its description."""
         for _ in range(20):
-            kind = self.rng.choices(["number", "comment", "rename", "delete", "add", "restore", "conftest"],
-                                    [40, 12, 9, 9, 16, 12, 2])[0]
+            kind = self.rng.choices(["number", "comment", "rename", "delete", "add", "restore", "conftest",
+                                     "bump", "inside"], [40, 12, 9, 9, 16, 12, 2, 5, 9])[0]
             did = getattr(self, f"_{kind}")()
             if did:
                 return did
         return self._comment() or "nothing"
 
     def _pick(self, pred=lambda f: True) -> str | None:
-        cands = [f for f in self.files() if pred(f) and f not in ("pyproject.toml", ".gitignore")]
+        cands = [f for f in self.files() if pred(f) and f not in ("pyproject.toml", ".gitignore", ".gitmodules")]
         return self.rng.choice(cands) if cands else None
 
     def _number(self) -> str | None:
@@ -131,17 +135,46 @@ class Editor:
         if (self.p.path / rel).exists():
             return None
         body = {"csrc/kern_a/shared.h": "#define SHARED_VALUE 200\n", "csrc/kern_a/a_extra.h": "#define A_EXTRA 5\n",
+                "csrc/kern_c/minilib/clamp.h": "#define MINILIB_CLAMP 4\n",
                 "pyutil/extra.py": "X = 1\n"}.get(rel, "new\n")
         self.p.write(rel, body)
         return f"add {rel}"
 
     def _restore(self) -> str | None:
-        f = self.rng.choice(sorted(FILES))
+        f = self.rng.choice(sorted(SUB_FILES))
         cur = self.p.path / f
-        if cur.exists() and cur.read_text() == FILES[f]:
+        if cur.exists() and cur.read_text() == SUB_FILES[f]:
             return None
         git(self.p.path, "checkout", self.initial, "--", f)
         return f"restore {f}"
+
+    def _bump(self) -> str | None:
+        """The submodule checked out at another tag (what a bump commit records)."""
+        tag = self.rng.choice(sorted(TAGS))
+        checkout(self.p.path / SUB, tag)
+        return f"bump {SUB} to {tag}"
+
+    def _inside(self) -> str | None:
+        """A file inside the submodule modified or added in its working tree, sometimes
+        committed there (the superproject then sees its gitlink move to a commit no tag names)."""
+        sub = self.p.path / SUB
+        if self.rng.random() < 0.3:
+            rel = self.rng.choice(SUB_STRAY)
+            if (sub / rel).exists():
+                return None
+            self.p.write(f"{SUB}/{rel}", "#define MINILIB_CLAMP 5\n" if rel.endswith(".h") else "new\n")
+            did = f"add {SUB}/{rel}"
+        else:
+            rel = self.rng.choice(["include/minilib/clamp.h", "VERSION"])
+            text = (sub / rel).read_text()
+            new = str(int(_NUMBER.search(text).group(0)) + self.rng.choice([1, 2]))
+            self.p.write(f"{SUB}/{rel}", _NUMBER.sub(new, text, count=1))
+            did = f"number in {SUB}/{rel} -> {new}"
+        if self.rng.random() < 0.4:
+            git(sub, "add", "-A")
+            git(sub, "commit", "-q", "-m", did)
+            did += " (committed in the submodule)"
+        return did
 
     def _conftest(self) -> str | None:
         self.p.write("tests/conftest.py", (self.p.path / "tests/conftest.py").read_text() + "# touched\n")
@@ -171,11 +204,12 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote):
     rng = random.Random(seed)
     proj = make_project(tmp_path, zygote)
     first = proj.record()
-    assert first.rc == 0 and set(first.summary) == ALL, first.out
+    assert first.rc == 0 and set(first.summary) == ALL | SUB_TESTS, first.out
     ed = Editor(proj, rng, proj.head())
     base_out = first.summary
     cache = tmp_path / "import-facts.json"
-    stats = {"edits": 0, "changed": 0, "everything": 0, "deselected": 0, "plugin_checked": 0, "session_broken": 0}
+    stats = {"edits": 0, "changed": 0, "everything": 0, "deselected": 0, "plugin_checked": 0, "session_broken": 0,
+             "submodule": 0, "crashed": 0}
     for i in range(EDITS_PER_SEED):
         base = proj.head()
         what = ed.apply()
@@ -183,19 +217,26 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote):
             proj.commit(what)
         res = affected(proj.path, base, proj.map, graph_cache=cache)
         stats["edits"] += 1
+        stats["submodule"] += SUB in what
         if res["everything"]:
             stats["everything"] += 1
-            git(proj.path, "reset", "-q", "--hard", base)  # everything covers any change: back to base
-            git(proj.path, "clean", "-fdq")
+            reset_hard(proj, base)  # everything covers any change: back to base
             continue
         full = proj.pytest()
+        if not full.summary and full.rc < 0:  # a kernel crashed the process (`return 1` in the export macro)
+            left = [n for n in base_out if "::" in n and not covered(n, res) and (proj.path / n.split("::")[0]).exists()]
+            rest = proj.pytest(*left) if left else None  # what selection left out runs as it did
+            assert rest is None or (rest.rc >= 0 and set(rest.summary) >= set(left) and
+                                    not required({n: base_out[n] for n in left}, rest.summary)), (seed, i, what, left)
+            stats["crashed"] += 1
+            reset_hard(proj, base)
+            continue
         if not full.summary:  # the session itself fails (specs module broken): nothing can pass silently
             assert full.rc not in (0, 5), (seed, i, what, full.out[-2000:])
             plug = proj.affected(base, "--collect-only")
             assert plug.rc not in (0, 5), (seed, i, what, plug.out[-2000:])
             stats["session_broken"] += 1
-            git(proj.path, "reset", "-q", "--hard", base)
-            git(proj.path, "clean", "-fdq")
+            reset_hard(proj, base)
             continue
         if i % 6 == 0:  # the plugin decides the same per collected test
             plug = proj.affected(base, "--collect-only")
@@ -221,4 +262,4 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote):
             proj.record()
         base_out = full.summary
     print(f"seed {seed}: {stats}")
-    assert stats["edits"] == EDITS_PER_SEED and stats["changed"] >= 5 and stats["deselected"] > 0
+    assert stats["edits"] == EDITS_PER_SEED and stats["changed"] >= 5 and stats["deselected"] > 0 and stats["submodule"] > 0
