@@ -8,6 +8,7 @@ name               patches                     with
 ``tvm_ffi``        ``tvm_ffi.cpp``             ``kernelcache.tvm_ffi``
 ``torch``          ``torch.utils.cpp_extension`` ``kernelcache.cpp_extension``
 ``flashinfer``     ``flashinfer.jit.core``     ``kernelcache.flashinfer``
+``sglang``         ``sglang...compile.loader`` ``kernelcache.sglang``
 =================  ==========================  ===============================
 
 ``KERNELCACHE_PATCH=tvm_ffi,torch`` (or ``all``; the old ``KERNELCACHE_PATCH_TVM_FFI=1`` too),

@@ -1,9 +1,10 @@
 """``python -m kernelcache.patch [--jit NAMES] [-m MODULE | SCRIPT] [ARGS...]``
 
 Run a program with foreign JIT APIs routed through kernelcache, without editing it.
-NAMES: comma separated drop-ins (tvm_ffi, torch, flashinfer) or all (default: every drop-in this
+NAMES: comma separated drop-ins (tvm_ffi, torch, flashinfer, sglang) or all (default: every drop-in this
 kernelcache has). Each is installed when the program imports its target (tvm_ffi.cpp,
-torch.utils.cpp_extension, flashinfer.jit.core); builds read the environment of each call.
+torch.utils.cpp_extension, flashinfer.jit.core,
+sglang.kernels.jit.utils.compile.loader); builds read the environment of each call.
 """
 from __future__ import annotations
 

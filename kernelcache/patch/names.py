@@ -13,6 +13,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "tvm_ffi": ("tvm_ffi.cpp", "kernelcache.tvm_ffi"),
     "torch": ("torch.utils.cpp_extension", "kernelcache.cpp_extension"),
     "flashinfer": ("flashinfer.jit.core", "kernelcache.flashinfer"),
+    "sglang": ("sglang.kernels.jit.utils.compile.loader", "kernelcache.sglang"),
 }
 _ALL = ("all", "1", "true", "yes", "on")
 _NONE = ("0", "false", "no", "off", "")

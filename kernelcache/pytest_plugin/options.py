@@ -85,8 +85,8 @@ OPTIONS: tuple[Opt, ...] = (
         "builds; off: ignore the remote", choices=REMOTE_MODES, setting="remote_mode"),
     Opt("patch", "--kc-patch", "kernelcache_patch", "KERNELCACHE_PATCH", "str", None,
         "route foreign JIT APIs through kernelcache in every process of the session: tvm_ffi "
-        "(tvm_ffi.cpp), torch (torch.utils.cpp_extension), flashinfer (FlashInfer's nvcc JIT), comma "
-        "separated, or all", setting="patch"),
+        "(tvm_ffi.cpp), torch (torch.utils.cpp_extension), flashinfer (FlashInfer's nvcc JIT), sglang "
+        "(SGLang's load_jit), comma separated, or all", setting="patch"),
     Opt("patch_tvm_ffi", "--kc-patch-tvm-ffi", "kernelcache_patch_tvm_ffi", "KERNELCACHE_PATCH_TVM_FFI",
         "bool", False, "same as --kc-patch=tvm_ffi", setting="patch_tvm_ffi"),
     Opt("impact_map", "--kc-impact-map", "kernelcache_impact_map", "KERNELCACHE_IMPACT_MAP", "path", None,

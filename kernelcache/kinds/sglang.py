@@ -1,0 +1,86 @@
+"""An SGLang JIT module: a tvm-ffi module built from the command lines SGLang's ``build.ninja`` runs.
+
+Why a kind of its own: its flags are SGLang's complete lines (``-std=c++20 -O3``, its include
+dirs, ``-ltvm_ffi``, its ``-gencode`` target), used verbatim as the FlashInfer kind's are, while
+loading and admission are the tvm-ffi module's. The kind's name is in both keys, so such an entry
+never answers for a plain tvm-ffi spec of the same sources.
+
+Loaded as SGLang loads it (``tvm_ffi.load_module``, symbols resolved lazily): SGLang's modules are
+handed to its code exactly as its own loader would hand them. A link cut short still cannot be
+loaded: entries appear only by an atomic publish, and a fresh build is loaded before it is.
+
+An entry exported into an artifact root (``kernelcache build --sglang``) carries the version of
+the SGLang it was built with (``VERSION_LABEL`` in its ``prebuilt`` record); a serving host with
+another SGLang refuses it with one line naming both versions (another version may generate other
+wrappers or flags for the same module name).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import validate
+from ..errors import BuildError
+from ..manifest import Manifest
+from ..spec import KernelSpec
+from .tvm_ffi import TvmFfi
+
+VERSION_LABEL = "sglang_version"
+
+
+def installed_version() -> str:
+    """The installed SGLang's version, from its distribution metadata (no import of sglang)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sglang")
+    except (PackageNotFoundError, ValueError):
+        return "unknown"
+
+
+def version_refusal(m: Manifest) -> validate.Rejection | None:
+    """Why an exported entry may not be used with the installed SGLang (None: it may)."""
+    label = (m.prebuilt or {}).get(VERSION_LABEL)
+    if not label:
+        return None
+    here = installed_version()
+    if label == here:
+        return None
+    return validate.Rejection("installation", f"built with SGLang {label}, installed SGLang is {here}")
+
+
+class SglangModule(TvmFfi):
+    name = "sglang"
+    label = "SGLang JIT module"
+    report_label = "sglang"
+    verbatim_flags = True
+    recall_load = "lazy"  # as admit() below loads it
+
+    def key_inputs(self) -> dict[str, str]:
+        return {"kind": self.name}
+
+    def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
+        """The exported schemas of the freshly linked module, loaded as SGLang loads it."""
+        import tvm_ffi
+
+        try:
+            mod = tvm_ffi.load_module(str(so_path))
+        except Exception as e:  # noqa: BLE001 - any load failure fails the build
+            raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
+        return validate.exported_schemas(mod, list(spec.functions)), None
+
+    def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, validate.Rejection | None]:
+        import tvm_ffi
+
+        rej = version_refusal(m)
+        if rej is not None:
+            return None, rej
+        try:
+            mod = tvm_ffi.load_module(str(path))
+        except Exception as e:  # noqa: BLE001 - any load failure is a rejection
+            return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
+        rej, _ = validate.after_dlopen(spec, m, mod, path, m.identity)
+        return (None, rej) if rej else (mod, None)
+
+
+KIND = SglangModule()
