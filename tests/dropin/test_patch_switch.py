@@ -30,7 +30,8 @@ print(json.dumps({"kernelcache_at_start": before,
 @pytest.mark.parametrize("env, expected", [
     ({"KERNELCACHE_PATCH": "tvm_ffi"}, ("tvm_ffi",)),
     ({"KERNELCACHE_PATCH": "torch, tvm-ffi"}, ("tvm_ffi", "torch")),
-    ({"KERNELCACHE_PATCH": "all"}, ("tvm_ffi", "torch", "flashinfer")),
+    ({"KERNELCACHE_PATCH": "all"}, ("tvm_ffi", "torch", "flashinfer", "sglang")),
+    ({"KERNELCACHE_PATCH": "sglang"}, ("sglang",)),
     ({"KERNELCACHE_PATCH": "flashinfer"}, ("flashinfer",)),
     ({"KERNELCACHE_PATCH_TVM_FFI": "1"}, ("tvm_ffi",)),  # the old name still works
     ({"KERNELCACHE_PATCH": "off"}, ()),
@@ -85,7 +86,7 @@ def test_a_drop_in_without_its_adapter_is_named_when_asked_for_and_skipped_by_al
     monkeypatch.setitem(patch.REGISTRY, "torch", ("kc_no_such_target", "kernelcache.kc_no_such_adapter"))
     with pytest.raises(patch.PatchError, match="drop-in 'torch'"):
         patch.arm("torch")
-    assert patch.arm("all", strict=False) == ("tvm_ffi", "flashinfer")
+    assert patch.arm("all", strict=False) == ("tvm_ffi", "flashinfer", "sglang")
     patch.disarm("all")
 
 
