@@ -78,8 +78,10 @@ class Backend(Protocol):
     def list(self, prefix: str) -> list[ObjectInfo]:
         """Every object whose key starts with ``prefix`` (a directory-like prefix ending in '/')."""
 
-    def get(self, key: str) -> bytes:
-        """The whole object (small objects: envelopes, leases). Missing -> RemoteMissing."""
+    def get(self, key: str, limit: int | None = None) -> bytes:
+        """The whole object (small objects: envelopes, leases). Missing -> RemoteMissing; larger
+        than ``limit`` (default ``kernelcache.bounded.MAX_JSON``) -> RemoteCorrupt, found out from
+        the object's size before its body is read, else one chunk past the limit (never whole)."""
 
     def stream(self, key: str) -> Iterator[bytes]:
         """The object in chunks (blobs). Missing -> RemoteMissing; a stall -> RemoteUnavailable."""

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
 from ... import interrupt, process_state
+from ... import bounded
 from . import lease as lease_mod
 from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
-from .refs import (ENTRIES, ENTRY_RE, FILE_RE, FORMAT, MAX_ENVELOPE, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids,
-                   entry_key, file_digest)
+from .refs import (ENTRIES, ENTRY_RE, FILE_RE, FORMAT, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids, entry_key,
+                   file_digest)
 from .signing import Signer, Verifier, canonical
 
 __all__ = ["RemoteCache", "RemoteDownWarning", "RemoteEntry", "RemoteRef", "blob_key", "entry_key", "file_digest",
@@ -187,11 +188,14 @@ class RemoteCache:
     def read_entry(self, ref: RemoteRef) -> RemoteEntry:
         """Fetch and check the envelope: format, path fields, files, signature (per settings)."""
         where = f"{self.url}/{ref.key}"
-        raw = self.store.get(ref.key)
-        if len(raw) > MAX_ENVELOPE:
-            raise RemoteCorrupt(f"{where}: envelope of {len(raw)} bytes is larger than any manifest")
+        cap = bounded.MAX_JSON  # the listing's size first (no request), then the read stops at it
+        if ref.size > cap:
+            raise RemoteCorrupt(f"{where}: envelope of {ref.size} bytes is larger than any manifest (> {cap})")
+        raw = self.store.get(ref.key, cap)
         try:
-            env = json.loads(raw)
+            env = bounded.loads(raw, f"{where}: envelope")
+        except bounded.Refused as e:
+            raise RemoteCorrupt(str(e)) from None
         except (ValueError, UnicodeDecodeError):
             raise RemoteCorrupt(f"{where}: envelope is not JSON") from None
         if not isinstance(env, dict):
@@ -304,9 +308,9 @@ class RemoteCache:
         envelope is unreadable or names a bad blob whose bytes we do not hold.
         """
         try:
-            env = json.loads(self.store.get(key))
+            env = bounded.loads(self.store.get(key), key)
             recorded = {str(m["sha256"]): int(m["size"]) for m in env["files"].values()}
-        except RemoteMissing:
+        except (RemoteMissing, RemoteCorrupt):
             return "broken"
         except (ValueError, KeyError, TypeError, AttributeError):
             return "broken"

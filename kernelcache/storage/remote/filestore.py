@@ -24,8 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ... import bounded
 from ..entry import fsync_dir
-from .backend import ObjectInfo, RemoteMissing, RemoteUnavailable
+from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteUnavailable
 
 CHUNK = 1 << 20
 TMP_PREFIX = ".tmp-"
@@ -134,11 +135,26 @@ class FileBackend:
 
         return self._bounded(f"list {prefix}", run)
 
-    def get(self, key: str) -> bytes:
-        return self._bounded(f"read {key}", self._path(key).read_bytes)
+    def get(self, key: str, limit: int | None = None) -> bytes:
+        cap = bounded.MAX_JSON if limit is None else limit
+        return self._bounded(f"read {key}", self._read_small, key, cap)
+
+    def _read_small(self, key: str, cap: int) -> bytes:
+        """A regular file's bytes, its size checked against ``cap`` before any byte is read."""
+        try:
+            return bounded.read_regular(self._path(key), cap)[0]
+        except bounded.Refused as e:  # a FIFO, device, symlink or oversized object: this object's fault
+            raise RemoteCorrupt(f"{self.description}: {e}") from None
+
+    def _open_regular(self, key: str) -> Any:
+        try:
+            fd, _ = bounded.open_regular(self._path(key))
+        except bounded.Refused as e:
+            raise RemoteCorrupt(f"{self.description}: {e}") from None
+        return os.fdopen(fd, "rb")
 
     def stream(self, key: str) -> Iterator[bytes]:
-        f = self._bounded(f"open {key}", open, self._path(key), "rb")
+        f = self._bounded(f"open {key}", self._open_regular, key)
         try:
             while True:
                 chunk = self._bounded(f"read {key}", f.read, CHUNK)

@@ -15,8 +15,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ... import bounded
 from ...errors import KernelCacheError
-from .backend import ObjectInfo, RemoteError, RemoteMissing, RemoteUnavailable
+from .backend import ObjectInfo, RemoteCorrupt, RemoteError, RemoteMissing, RemoteUnavailable
 from .url import RemoteURL, is_loopback_endpoint
 
 INSTALL_HINT = "pip install 'kernelcache[remote]'"
@@ -139,8 +140,20 @@ class ObjectBackend:
 
         return self._call(f"list {p}/", run)
 
-    def get(self, key: str) -> bytes:
-        return self._call(f"get {key}", lambda: bytes(self._obs.get(self._small, key).bytes()))
+    def get(self, key: str, limit: int | None = None) -> bytes:
+        cap = bounded.MAX_JSON if limit is None else limit
+
+        def run() -> bytes:
+            res = self._obs.get(self._small, key)
+            size = int(res.meta["size"])
+            if size > cap:  # known from the response's headers: its body is never read
+                raise RemoteCorrupt(f"{self.description}: {key}: {size} bytes, more than the {cap} read of one")
+            try:
+                return bounded.capped(res.stream(min_chunk_size=min(CHUNK, cap + 1)), cap, f"{self.description}: {key}")
+            except bounded.Refused as e:  # grew past its announced size
+                raise RemoteCorrupt(str(e)) from None
+
+        return self._call(f"get {key}", run)
 
     def stream(self, key: str) -> Iterator[bytes]:
         res = self._call(f"get {key}", self._obs.get, self._large, key)

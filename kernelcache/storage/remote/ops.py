@@ -5,7 +5,6 @@ docs/fleet_cache.md); ``remote_trim`` exists for shared filesystems, which have 
 """
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -13,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from ... import bounded
 from ...errors import KernelCacheError
 from .backend import RemoteCorrupt, RemoteError, RemoteMissing, RemoteRefused, RemoteUnavailable
 from .client import RemoteCache
@@ -88,9 +88,9 @@ def _referenced(rc: RemoteCache, refs: list) -> set[str]:
     out: set[str] = set()
     for ref in refs:
         try:
-            env = json.loads(rc.store.get(ref.key))
+            env = bounded.loads(rc.store.get(ref.key), ref.key)
             out.update(str(m.get("sha256")) for m in env.get("files", {}).values() if isinstance(m, dict))
-        except (RemoteMissing, ValueError, AttributeError, TypeError):
+        except (RemoteMissing, RemoteCorrupt, ValueError, AttributeError, TypeError):
             continue
     return out
 
@@ -128,8 +128,8 @@ def remote_trim(rc: RemoteCache, max_age_s: float, dry_run: bool = False,
     for obj in rc.store.list(LEASES):
         expired = obj.last_modified.timestamp() < now - rc.lease_ttl
         try:
-            expired = float(json.loads(rc.store.get(obj.key))["expires"]) < now
-        except (RemoteMissing, ValueError, KeyError, TypeError):
+            expired = float(bounded.loads(rc.store.get(obj.key), obj.key)["expires"]) < now
+        except (RemoteMissing, RemoteCorrupt, ValueError, KeyError, TypeError):
             pass
         if expired:
             plan.append((obj.key, lambda k=obj.key: rc.store.delete(k)))

@@ -13,7 +13,6 @@ from datetime import datetime
 from pathlib import Path
 
 FORMAT = 1
-MAX_ENVELOPE = 64 << 20
 NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 SKEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
 ENTRY_RE = re.compile(r"^[0-9a-f]{32}$")
