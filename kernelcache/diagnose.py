@@ -20,9 +20,9 @@ from .storage.local import LocalStore
 
 
 def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any]:
-    """Status (prebuilt | hit | fetched | miss), the level-1 inputs, and every refusal with its reason.
+    """Status (prebuilt | hit | fetched | remote | miss), the level-1 inputs, every refusal with its reason.
 
-    The places are walked in the load's order (prebuilt, local, fetched), and the status is the
+    The places are walked in the load's order (prebuilt, local, fetched, the fleet: read only), and the status is the
     one of the entry a load would use; ``reason`` (why it would miss) is set only for a miss. On a
     host without a compiler the level-1 key cannot be computed: ``note`` says so, and the fetched
     entries are still looked up by the source key, as the load does."""
@@ -75,11 +75,44 @@ def _fetched(out: dict, look: search.Lookup, check: search.Accept, why: str) -> 
                 out.update(status="fetched", entry=str(v.entry.path))
                 return out
             out["refused"].append(f"fetched {v.entry.path}: {v.rejection}")
+    if look.s.remote_enabled and skey is not None and not look.s.rebuild and _fleet(out, look, skey):
+        return out
     out["reason"] = why
-    if look.s.remote_enabled and skey is not None and not look.s.rebuild:
-        out["note"] = (out["note"] + "; " if out["note"] else "") + \
-            f"a load asks the fleet cache {look.s.remote.url} for source key {skey[:16]}... next"
     return out
+
+
+def _fleet(out: dict, look: search.Lookup, skey: str) -> bool:
+    """The load's last place, read only: the fleet's entries under the source key, vetted on
+    their manifests as the fleet stage vets them before a download (nothing is downloaded)."""
+    from . import fleet
+    from .errors import KernelCacheError
+    from .manifest import Manifest
+    from .storage.remote.url import redact
+
+    url = redact(look.s.remote.url or "")
+    try:
+        rc = fleet.client(look.s)
+        refs = rc.list_entries(look.spec.name, skey)
+        for ref in refs[:fleet.MAX_CANDIDATES]:
+            m = Manifest.from_dict(rc.read_entry(ref).manifest)
+            if m is None or m.name != look.spec.name or m.skey != skey:
+                out["refused"].append(f"fleet {url} {ref.entry_id}: manifest does not describe this entry")
+                continue
+            rej = search.vet_manifest(look.spec, m, look.installation(), Place.FETCHED)
+            if rej is not None:
+                out["refused"].append(f"fleet {url} {ref.entry_id}: {rej}")
+                continue
+            out.update(status="remote", entry=f"{url} {ref.entry_id}")
+            return True
+        if not refs:
+            out["note"] = _also(out["note"], f"the fleet cache {url} has no entry under source key {skey[:16]}")
+    except KernelCacheError as e:  # unreachable, refused, misconfigured: what a load would meet too
+        out["note"] = _also(out["note"], f"the fleet cache {url} could not be asked: {e}")
+    return False
+
+
+def _also(note: str, more: str) -> str:
+    return f"{note}; {more}" if note else more
 
 
 def explain_recorded(name: str, settings: Settings | None = None) -> dict[str, Any]:

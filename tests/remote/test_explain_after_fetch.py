@@ -3,6 +3,8 @@ fleet (a ``file://`` store), ``kernelcache explain`` reports what the load did: 
 entry the load used, and no "why miss" — for a user KernelSpec (by ``--spec`` and by name) and a
 torch extension (``cpp_extension.load`` of real files, by name: no KernelSpec asked for).
 
+A host that loaded nothing yet is told ``remote`` (the fleet holds an entry a load would fetch).
+
 Before: ``status: fetched`` came with ``why miss: no cached entry for this kernel``, and a name
 whose entries were all fetched was refused with "name its spec with --spec MODULE:FUNC".
 """
@@ -81,3 +83,9 @@ def test_explain_on_a_compilerless_host_reports_the_fetched_entries(file_remote,
         assert f"entry:   {b.cache}" in r.stdout, r.stdout
         info = json.loads(b.cli("explain", *args, "--json", **b_env).stdout)
         assert info["status"] == "fetched" and info["reason"] == "" and "/fetched/" in info["entry"], info
+
+    # a host that has loaded nothing yet: the fleet is the place a load would take it from
+    c = Host("c", tmp_path / "c", {**_inherited(), **base, **bare, "KERNELCACHE_REMOTE_MODE": "read"})
+    r = c.cli("explain", "fleet_k", "--spec", "kcspecs:specs", **b_env)
+    assert r.returncode == 0 and "status:  remote" in r.stdout and "why miss" not in r.stdout, r.stdout + r.stderr
+    assert not (c.cache / "v1" / "fetched").exists()  # read only: nothing downloaded
