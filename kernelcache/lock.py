@@ -20,9 +20,11 @@ from typing import Callable, Iterator
 import filelock
 
 from . import events, interrupt
+from . import bounded, lockdir
 from .settings import Settings
 from .errors import LockTimeout
 
+HOLDER_MAX = 4096  # a holder file is ~150 bytes of JSON
 POLL_S = 0.01  # flock polls are cheap; waiters should see a published entry promptly
 LOG_EVERY_S = 5.0
 
@@ -33,8 +35,8 @@ def lock_path_for(key1: str, settings: Settings) -> Path:
 
 
 def _holder_info(lock_path: Path) -> str:
-    try:
-        info = json.loads(Path(str(lock_path) + ".holder").read_text())
+    try:  # a regular file of at most HOLDER_MAX bytes, never through a symlink
+        info = bounded.loads(bounded.read_regular(str(lock_path) + ".holder", HOLDER_MAX)[0], "holder file")
         age = time.time() - float(info.get("since", time.time()))
         return f"pid {info.get('pid')} on {info.get('host')} (for {age:.0f}s)"
     except (OSError, ValueError):
@@ -44,8 +46,7 @@ def _holder_info(lock_path: Path) -> str:
 def _probe(lock_path: Path) -> OSError | None:
     """Open the lock file the way filelock will; return the error if it is not contention."""
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | lockdir.NOFOLLOW, 0o600)
         os.close(fd)
     except OSError as e:
         return e
@@ -62,6 +63,11 @@ def single_flight(key1: str, name: str, settings: Settings,
     Raises LockTimeout when another builder holds it past ``Settings.lock_timeout``.
     """
     path = lock_path_for(key1, settings)
+    unsafe = lockdir.prepare(settings.lock_dir)  # private: 0700, this user's (kernelcache.lockdir)
+    if unsafe is not None:
+        events.emit(events.Event.LOCK_UNUSABLE, name=name, lock=str(path), error=unsafe)
+        yield False
+        return
     err = _probe(path)
     if err is not None:
         events.emit(events.Event.LOCK_UNUSABLE, name=name, lock=str(path), error=f"{type(err).__name__}: {err}")
@@ -106,8 +112,8 @@ def single_flight(key1: str, name: str, settings: Settings,
     events.emit(events.Event.LOCK_ACQUIRED, name=name, waited=round(waited, 3))
     holder = Path(str(path) + ".holder")
     try:
-        holder.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                      "since": time.time(), "name": name, "key": key1}))
+        lockdir.write_holder(holder, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                                 "since": time.time(), "name": name, "key": key1}))
     except OSError:
         pass
     try:

@@ -81,13 +81,20 @@ def build_object(original: Callable[..., str], name: str, build_directory: str |
     (one directory per distinct call, reused, never one per call); with it, the object is moved
     there (atomic) and the private directory removed.
     """
+    from contextlib import nullcontext
+
     from filelock import FileLock
 
+    from .. import lockdir
+
     digest = _digest(getattr(original, "__name__", "build"), name, output, kwargs)
-    home = settings.layout.dropin_objects / f"{_args.spec_name(name)}-{digest}"
+    # A lock dir that is not private (kernelcache.lockdir) is not used: this call then works in
+    # a directory of its own instead of the shared one the lock guards (one per call, not reused).
+    locked = lockdir.prepare(settings.lock_dir) is None
+    alone = "" if locked else f"-{os.getpid()}-{os.urandom(4).hex()}"
+    home = settings.layout.dropin_objects / f"{_args.spec_name(name)}-{digest}{alone}"
     home.mkdir(parents=True, exist_ok=True)
-    settings.lock_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(settings.lock_dir / f"dropin-object-{digest}.lock")):
+    with FileLock(str(settings.lock_dir / f"dropin-object-{digest}.lock")) if locked else nullcontext():
         scratch = home / "build"
         shutil.rmtree(scratch, ignore_errors=True)  # fresh: never ninja's mtime-based reuse
         scratch.mkdir()
