@@ -277,8 +277,8 @@ def _replay_recalled() -> None:
     recall = sys.modules.get(__package__ + ".recall")
     pending = getattr(recall, "UNREPORTED", None)
     while pending:
-        name, eid, edir, root = pending.pop(0)
-        emit(Event.HIT, name=name, entry=eid, recalled=True, entry_dir=edir, root=root)
+        name, eid, edir, root, kind = pending.pop(0)
+        emit(Event.HIT, name=name, entry=eid, recalled=True, entry_dir=edir, root=root, kind=kind)
 
 
 _replay_recalled()

@@ -270,7 +270,7 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
                 entry = _download(req.store, rc, remote_entry, m, skey)
                 got = req.accept(entry)
                 if not isinstance(got, validate.Rejection):
-                    _hit(out, name, m.entry_id, rc.url, time.monotonic() - t0)
+                    _hit(out, req, entry, rc.url, time.monotonic() - t0)
                     out.module, out.entry = got, entry
                     return True
                 req.store.quarantine(entry, str(got))
@@ -289,14 +289,17 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
     return False
 
 
-def _hit(out: FleetOutcome, name: str, entry_id: str, remote: str, seconds: float) -> None:
-    """The hit's one line; the siblings refused before it (other headers) are a count on it."""
+def _hit(out: FleetOutcome, req: FleetRequest, entry: Entry, remote: str, seconds: float) -> None:
+    """The hit's one line; the siblings refused before it (other headers) are a count on it. Like
+    every load event it names the answering entry, the spec's root and kind (test impact, reports)."""
     fields: dict[str, Any] = {}
     refused = [(code, why) for eid, code, why in out.refused if eid]
     if refused:
         fields = {"refused": len(refused), "refused_reason": refused[0][1][:160]}
     out.refused.clear()
-    events.emit(events.Event.REMOTE_HIT, name=name, entry=entry_id, remote=remote, seconds=seconds, **fields)
+    spec = req.spec
+    events.emit(events.Event.REMOTE_HIT, name=spec.name, entry=entry.entry_id, remote=remote, seconds=seconds,
+                entry_dir=str(entry.path), root=str(spec.root), kind=spec.kind, **fields)
 
 
 def _download(store: LocalStore, rc: Any, remote_entry: Any, m: Manifest, skey: str) -> Entry:

@@ -125,7 +125,8 @@ def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fie
     if counts is not None and status is Status.HIT:  # how much the dependency check looked at
         fields.update(deps_stat=counts[0], deps_trusted=counts[1])
     events.emit(events.Event.PREBUILT_HIT if status is Status.PREBUILT else events.Event.HIT, name=ctx.spec.name,
-                entry=v.entry.entry_id, entry_dir=str(v.entry.path), root=str(ctx.spec.root), **fields)
+                entry=v.entry.entry_id, entry_dir=str(v.entry.path), root=str(ctx.spec.root), kind=ctx.spec.kind,
+                **fields)
     return v.module, ctx.result(status, v.entry, reason)
 
 
@@ -173,7 +174,8 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
         if better is not None:
             raise better from e
         raise
-    events.emit(events.Event.BUILD_DONE, name=spec.name, seconds=out.seconds, entry=out.entry_id, root=str(spec.root))
+    events.emit(events.Event.BUILD_DONE, name=spec.name, seconds=out.seconds, entry=out.entry_id, root=str(spec.root),
+                kind=spec.kind)
     if not out.publishable:
         events.emit(events.Event.RACE_GUARD, name=spec.name, reason=out.not_publishable_reason)
         return mod, fresh, None

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from . import environ
 
-FORMAT = 3  # 3: the spec's root (test impact records a recalled load's inputs from it)
+FORMAT = 3  # 3: the spec's root and kind (test impact and the reports name what a recalled load rests on)
 # kernelcache.layout's RECALL and VERSION (not imported: ~60 objects; tests/unit asserts them equal)
 DIRNAME = "recall"
 LAYOUT_VERSION = "v1"
@@ -45,7 +45,7 @@ _FALSE = ("", "0", "false", "no", "off")
 # What this process has loaded, shared with kernelcache.admit (one module object per entry).
 MODULES: dict[tuple[str, str], Any] = {}  # (entry dir, entry id) -> module
 DLOPENED: dict[str, int] = {}  # path -> inode dlopen mapped at that path
-UNREPORTED: list[tuple[str, str, str, str]] = []  # (kernel, entry id, entry dir, root) recalled before kernelcache.events existed
+UNREPORTED: list[tuple[str, str, str, str, str]] = []  # (kernel, entry id, entry dir, root, kind) recalled before kernelcache.events existed
 
 
 def memo_path(digest: str, base: str | None = None) -> str:
@@ -122,14 +122,14 @@ def read_file(path: str) -> tuple | None:
             rec = marshal.loads(f.read())
     except (OSError, ValueError, EOFError, TypeError):
         return None
-    if type(rec) is not tuple or len(rec) != 12 or rec[0] != FORMAT:
+    if type(rec) is not tuple or len(rec) != 13 or rec[0] != FORMAT:
         return None
     return rec
 
 
 def holds(rec: tuple) -> bool:
     """Does everything the recorded answer rests on still stand?"""
-    _fmt, _name, _eid, _edir, _so, _how, paths, stats, absent, stamp, _note, _root = rec
+    _fmt, _name, _eid, _edir, _so, _how, paths, stats, absent, stamp, _note, _root, _kind = rec
     cur, ok = stat_array(paths.split(b"\0"))
     if not ok or cur.tobytes() != stats:
         return False
@@ -176,7 +176,7 @@ def recall_entry(d: str, accept: Callable[[str, Any], bool] | None = None) -> tu
             DLOPENED[so] = ino
         MODULES[(edir, eid)] = mod
     _used(edir)
-    _report(name, eid, edir, rec[11])
+    _report(name, eid, edir, rec[11], rec[12])
     return mod, so, eid, note
 
 
@@ -216,19 +216,20 @@ def _used(edir: str) -> None:
         pass
 
 
-def _report(name: str, eid: str, edir: str, root: str) -> None:
+def _report(name: str, eid: str, edir: str, root: str, kind: str) -> None:
     """A recalled load is a hit: counted by kernelcache.events when that is loaded (by the
     loader, a listener, a log target), else remembered until it is (it counts them on import and
     in ``stats()``; it never imports this module, which is why it looks in ``sys.modules``).
-    The entry's directory and the spec's root travel with it, as with a full load's hit: what the
-    answer rests on (its manifest's inputs under that root) is what test impact records."""
+    The entry's directory, the spec's root and kind travel with it, as with a full load's hit: what
+    the answer rests on (its manifest's inputs under that root) is what test impact records, and the
+    kind labels the kernel in the reports."""
     events = sys.modules.get("kernelcache.events")
     if events is None and environ.log_requested():
         from . import events
     if events is None:
-        UNREPORTED.append((name, eid, edir, root))
+        UNREPORTED.append((name, eid, edir, root, kind))
         return
-    events.emit(events.Event.HIT, name=name, entry=eid, recalled=True, entry_dir=edir, root=root)
+    events.emit(events.Event.HIT, name=name, entry=eid, recalled=True, entry_dir=edir, root=root, kind=kind)
 
 
 def distributions_stamp() -> tuple:

@@ -93,7 +93,7 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
     head = w[1]
     rec = (recall.FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
            b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.distributions_stamp(), note,
-           str(spec.root))
+           str(spec.root), spec.kind)
     _publish(recall.memo_path(digest, str(settings.cache_dir)), rec)
     return True
 

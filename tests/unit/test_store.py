@@ -165,7 +165,7 @@ def test_prune_drops_recall_memos_whose_entry_is_gone(store):
     gone = _entry(store, "gone", used_at=time.time() - 90 * 86400)
 
     def memo(edir) -> tuple:
-        return (recall.FORMAT, "k", edir.name, str(edir), str(edir / "k.so"), "lazy", b"", b"", b"", None, None, "/root")
+        return (recall.FORMAT, "k", edir.name, str(edir), str(edir / "k.so"), "lazy", b"", b"", b"", None, None, "/root", "tvm_ffi")
 
     base = str(store.root.parent)
     _publish(recall.memo_path("a" * 40, base), memo(live))
