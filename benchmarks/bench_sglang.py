@@ -1,0 +1,110 @@
+"""First load of SGLang's n-gram corpus module: SGLang's own JIT cache vs the route.
+
+Every figure is one fresh interpreter; ``load`` is the ``get_ngram_corpus_cls()`` call (SGLang's
+``load_jit("ngram_corpus", ...)`` and the class registration), timed inside the child after
+``sglang`` and its n-gram op module are imported (the same imports on both sides; the route's
+import hook runs during them). ``process`` is the child's whole wall time.
+
+* ``cold``: SGLang: an empty ``SGLANG_JIT_CACHE_DIR``; route: an empty kernelcache cache and an
+  empty ``SGLANG_JIT_CACHE_DIR``. Sides alternate, ``--cold-reps`` each.
+* ``warm``: SGLang: its cache as its cold run left it; route: the kernelcache cache warm and a
+  fresh, empty ``SGLANG_JIT_CACHE_DIR`` every time (the acceptance case). Sides alternate,
+  ``--reps`` each; medians reported.
+
+    python benchmarks/bench_sglang.py [--reps 9] [--cold-reps 3] [--dir D]
+
+kernelcache is byte-compiled first (an installed package has its ``.pyc``; SGLang's were written
+by pip). Not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CHILD = """
+import json, time
+t0 = time.perf_counter()
+from sglang.kernels.ops.speculative import ngram_corpus as ops
+t1 = time.perf_counter()
+ops.get_ngram_corpus_cls()
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "load": t2 - t1,
+                  "routed": bool(getattr(ops.load_jit, "__kernelcache_dropin__", False))}))
+"""
+
+
+def child(route: bool, kc: Path, sg: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "SGLANG_"))}
+    env.update({"KERNELCACHE_DIR": str(kc), "SGLANG_JIT_CACHE_DIR": str(sg), "KERNELCACHE_LOG": "0",
+                "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", "")})
+    if route:
+        env["KERNELCACHE_PATCH"] = "sglang"
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"child failed:\n{p.stderr[-3000:]}")
+    out = json.loads(p.stdout.splitlines()[-1])
+    if out["routed"] != route:
+        raise SystemExit(f"child routed={out['routed']}, expected {route}")
+    out["process"] = wall
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--cold-reps", type=int, default=3)
+    ap.add_argument("--dir", type=Path, default=None)
+    ns = ap.parse_args()
+    compileall.compile_dir(str(REPO / "kernelcache"), quiet=1)
+    base = ns.dir or Path(tempfile.mkdtemp(prefix="kc-bench-sglang-"))
+    base.mkdir(parents=True, exist_ok=True)
+    res: dict = {"cold": {"own": [], "route": []}, "warm": {"own": [], "route": []}}
+    for i in range(ns.cold_reps):
+        for side in ("own", "route"):
+            kc, sg = base / f"cold-{i}-{side}-kc", base / f"cold-{i}-{side}-sg"
+            shutil.rmtree(kc, ignore_errors=True)
+            shutil.rmtree(sg, ignore_errors=True)
+            res["cold"][side].append(child(side == "route", kc, sg))
+            if i == 0:  # the warm phase starts from these caches
+                for p, name in ((kc, "warm-kc"), (sg, "warm-sg")):
+                    if side == ("route" if name == "warm-kc" else "own"):
+                        shutil.rmtree(base / name, ignore_errors=True)
+                        shutil.copytree(p, base / name, symlinks=True)
+    for i in range(ns.reps):
+        res["warm"]["own"].append(child(False, base / "unused-kc", base / "warm-sg"))
+        fresh = base / f"fresh-sg-{i}"
+        res["warm"]["route"].append(child(True, base / "warm-kc", fresh))
+        if fresh.exists():
+            raise SystemExit("a routed load wrote SGLANG_JIT_CACHE_DIR")
+    summary = {}
+    for phase in ("cold", "warm"):
+        row = {}
+        for side in ("own", "route"):
+            for field in ("load", "process"):
+                row[f"{side}_{field}_s"] = statistics.median(r[field] for r in res[phase][side])
+        row["load_ratio"] = row["route_load_s"] / row["own_load_s"]
+        row["process_ratio"] = row["route_process_s"] / row["own_process_s"]
+        summary[phase] = row
+    (base / "bench_sglang.json").write_text(json.dumps({"runs": res, "summary": summary}, indent=1))
+    print(f"results: {base / 'bench_sglang.json'}")
+    for phase, row in summary.items():
+        print(f"{phase:5}  load: SGLang {row['own_load_s'] * 1e3:9.1f} ms  route {row['route_load_s'] * 1e3:9.1f} ms  "
+              f"ratio {row['load_ratio']:.3f}   process: SGLang {row['own_process_s']:.2f} s  "
+              f"route {row['route_process_s']:.2f} s  ratio {row['process_ratio']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

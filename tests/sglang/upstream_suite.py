@@ -1,0 +1,106 @@
+"""Run SGLang's own n-gram corpus tests plain and through the route, and compare their outcomes.
+
+They are never copied into this repository: fetch ``test/registered/spec/utils/test_ngram_corpus.py``
+from sgl-project/sglang into a directory outside it and point this script at it::
+
+    python tests/sglang/upstream_suite.py /tmp/sglang-tests
+
+Each run gets fresh caches and a fresh copy of the directory: ``plain`` runs SGLang's own JIT
+(``SGLANG_JIT_CACHE_DIR``), ``routed`` the same tests under ``python -m kernelcache.sglang -m
+pytest`` (``load_jit`` through kernelcache). The suite passes when every test has the same
+outcome in both runs, the routed run built through kernelcache (an entry in its cache) and left
+SGLang's cache directory uncreated, and the plain run wrote no kernelcache entry.
+
+``sglang.test.test_utils`` (the tests' ``CustomTestCase``) imports SGLang's serving stack down to
+torchvision; where that import fails (a CPU-only torch without a matching torchvision), a
+``conftest.py`` written into the copy stands in ``unittest.TestCase`` for it, says so, and leaves
+every n-gram code path SGLang's own. Exit status: 0 when the outcomes match.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STAND_IN = '''"""Written by kernelcache's tests/sglang/upstream_suite.py, outside SGLang's tree."""
+import sys
+import types
+import unittest
+
+try:
+    import sglang.test.test_utils  # noqa: F401
+except Exception as e:  # torchvision & co: not what these tests exercise
+    mod = types.ModuleType("sglang.test.test_utils")
+    mod.CustomTestCase = unittest.TestCase
+    sys.modules["sglang.test.test_utils"] = mod
+    print(f"upstream_suite: sglang.test.test_utils not importable ({type(e).__name__}: {e}); "
+          "CustomTestCase = unittest.TestCase", file=sys.stderr)
+'''
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        state = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                state = child.tag
+        module_and_class = ".".join((case.get("classname") or "").split(".")[-2:])  # not the copy's dir
+        out[f"{module_and_class}::{case.get('name')}"] = state
+    return out
+
+
+def run(tests: Path, mode: str, work: Path) -> tuple[dict[str, str], Path, Path, str]:
+    copy = work / f"{mode}-tests"
+    shutil.copytree(tests, copy)
+    (copy / "conftest.py").write_text(STAND_IN)
+    kc, sg = work / f"{mode}-kernelcache", work / f"{mode}-sglang-jit"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "SGLANG_"))}
+    env.update({"KERNELCACHE_DIR": str(kc), "SGLANG_JIT_CACHE_DIR": str(sg),
+                "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", "")})
+    junit = work / f"{mode}.xml"
+    pytest = ["-m", "pytest", str(copy), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={junit}"]
+    argv = [sys.executable, *(["-m", "kernelcache.sglang"] if mode == "routed" else []), *pytest]
+    p = subprocess.run(argv, env=env, cwd=str(work), capture_output=True, text=True, timeout=3600)
+    tail = (p.stdout + p.stderr)[-3000:]
+    if not junit.exists():
+        raise SystemExit(f"{mode}: pytest wrote no report (exit {p.returncode}):\n{tail}")
+    return _outcomes(junit), kc, sg, tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tests", type=Path, help="a directory holding SGLang's test_ngram_corpus.py")
+    ns = ap.parse_args(argv)
+    if not (ns.tests / "test_ngram_corpus.py").is_file():
+        print(f"{ns.tests}: no test_ngram_corpus.py", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="kc-sglang-upstream-") as tmp:
+        work = Path(tmp)
+        plain, plain_kc, _, plain_tail = run(ns.tests, "plain", work)
+        routed, routed_kc, routed_sg, routed_tail = run(ns.tests, "routed", work)
+        entries = sorted(p.name for p in (routed_kc / "v1" / "entries").glob("*")) if routed_kc.exists() else []
+        plain_entries = list((plain_kc / "v1" / "entries").glob("*")) if plain_kc.exists() else []
+        differ = sorted(k for k in set(plain) | set(routed) if plain.get(k) != routed.get(k))
+        counts = {m: {s: list(o.values()).count(s) for s in sorted(set(o.values()))} for m, o in
+                  (("plain", plain), ("routed", routed))}
+        print(f"plain:  {counts['plain']}\nrouted: {counts['routed']}\nkernelcache entries (routed): {entries}")
+        ok = not differ and bool(entries) and not routed_sg.exists() and not plain_entries and bool(plain)
+        for k in differ:
+            print(f"  differs: {k}: plain {plain.get(k)}, routed {routed.get(k)}")
+        if routed_sg.exists():
+            print("  the routed run created SGLANG_JIT_CACHE_DIR")
+        if not ok:
+            print(f"--- plain ---\n{plain_tail}\n--- routed ---\n{routed_tail}")
+        print("same outcomes" if ok else "FAILED")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
