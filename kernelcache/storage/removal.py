@@ -5,6 +5,7 @@ read-only cache. Here a removal returns (or raises, as ``RemovalError``) what it
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sys
@@ -55,7 +56,10 @@ def remove_root(root: Path) -> bool:
     except OSError:
         leftovers = [aside] if existed else []
     for d in leftovers:
-        failed += rmtree(d)
+        errors = rmtree(d)
+        if errors and all(e.errno == errno.ENOTEMPTY for _, e in errors):
+            errors = rmtree(d)  # a process whose directory was in it wrote one more file meanwhile
+        failed += errors
     if failed:
         raise RemovalError("clean", failed)
     return existed
