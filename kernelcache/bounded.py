@@ -30,7 +30,8 @@ from typing import Any, Iterable
 MAX_JSON = 64 << 20  # bytes of one JSON document read from a store, a root or a lock dir
 MAX_DEPTH = 64  # nesting of such a document (a manifest nests 5 deep, an envelope 7)
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS = os.O_RDONLY | _NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _STRING = re.compile(rb'"[^"]*"')  # once escapes are gone, every '"' opens or closes a string
 _NOT_BRACKET = bytes(c for c in range(256) if c not in b"[]{}")
 _STEP = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as signed bytes
@@ -47,18 +48,26 @@ class Refused(OSError, ValueError):
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
         if test(mode):
             return name
     return "not a regular file"
 
 
-def open_regular(path: "str | os.PathLike[str]") -> tuple[int, os.stat_result]:
+def open_regular(path: "str | os.PathLike[str]", block: bool = False) -> tuple[int, os.stat_result]:
     """An fd on ``path`` and its ``fstat``: a regular file reached without following a final
-    symlink, opened without blocking (a FIFO's open would wait for a writer). The caller closes it."""
+    symlink, opened without blocking (a FIFO's open would wait for a writer). The caller closes it.
+
+    ``block``: open as a plain blocking open, after an ``lstat`` that must find a regular file
+    (for a caller that bounds every call by a deadline itself, such as the ``file://`` fleet
+    store: there an open that blocks in the kernel is a hung mount, and must read as one)."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        if block:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise Refused(f"{os.fspath(path)} is {_kind(st.st_mode)}, not a regular file")
+        fd = os.open(path, _OPEN_FLAGS & ~_NONBLOCK if block else _OPEN_FLAGS)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise Refused(f"{os.fspath(path)} is a symbolic link (refused: only regular files are read)") from None
@@ -85,11 +94,13 @@ def read_fd(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def read_regular(path: "str | os.PathLike[str]", limit: int | None = None) -> tuple[bytes, os.stat_result]:
+def read_regular(path: "str | os.PathLike[str]", limit: int | None = None,
+                 block: bool = False) -> tuple[bytes, os.stat_result]:
     """The bytes of a regular file and its ``fstat``; :class:`Refused` when it is larger than
-    ``limit`` (default :data:`MAX_JSON`) by its size, checked before any byte is read."""
+    ``limit`` (default :data:`MAX_JSON`) by its size, checked before any byte is read.
+    ``block``: as for :func:`open_regular`."""
     cap = MAX_JSON if limit is None else limit
-    fd, st = open_regular(path)
+    fd, st = open_regular(path, block)
     try:
         if st.st_size > cap:
             raise Refused(f"{os.fspath(path)}: {st.st_size} bytes, more than the {cap} read from such a file")

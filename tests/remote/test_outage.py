@@ -146,8 +146,25 @@ def test_restarted_server_serves_again_in_a_new_process_state(seaweed_private, p
     assert [r.entry_id for r in open_remote(s, environ=srv.env).list_entries("adder", skey)] == [eid]
 
 
+# Holds a write lease on a file: another process's open(2) of it blocks in the kernel (for the
+# lease-break time, 45 s by default) while the holder ignores the break signal.
+LEASE_HOLDER = """
+import fcntl, os, signal, sys, time
+signal.signal(signal.SIGIO, signal.SIG_IGN)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.fcntl(fd, getattr(fcntl, "F_SETLEASE", 1024), fcntl.F_WRLCK)
+print("leased", flush=True)
+time.sleep(600)
+"""
+
+
 def test_hung_shared_filesystem_hits_the_deadline(file_remote, make_settings, tmp_path):
-    """open(2) on a FIFO blocks in the kernel like a hard-mounted NFS server that went away."""
+    """open(2) of a blob blocks in the kernel like on a hard-mounted NFS server that went away:
+    a real file lease held by another process (a FIFO no longer serves: the store opens regular
+    files only, and refuses a FIFO as a corrupt object at once)."""
+    import subprocess
+    import sys
+
     from kernelcache.storage.remote import open_remote
 
     w = open_remote(make_settings(file_remote.url, "readwrite"))
@@ -155,19 +172,21 @@ def test_hung_shared_filesystem_hits_the_deadline(file_remote, make_settings, tm
     assert w.publish("adder", skey, eid, {"e": 1}, make_files(tmp_path / "src"))
     entry = w.read_entry(w.list_entries("adder", skey)[0])
     blob = file_remote.path / "blobs" / entry.files["kernel.so"][0]
-    blob.unlink()
-    os.mkfifo(blob)
+    holder = subprocess.Popen([sys.executable, "-c", LEASE_HOLDER, str(blob)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     reader = open_remote(make_settings(file_remote.url, "read", timeout=1.0))
     try:
+        if holder.stdout.readline().strip() != "leased":
+            pytest.skip(f"no file lease on this filesystem: {holder.stderr.read()[-500:]}")
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
             err = finishes(reader.fetch_files, entry, tmp_path / "staging").get("error")
             assert isinstance(err, RemoteUnavailable) and "did not finish within 1s" in str(err), err
         assert len([x for x in rec if issubclass(x.category, RemoteDownWarning)]) == 1
         assert reader.down_reason
-    finally:  # unblock the abandoned reader thread
-        fd = os.open(blob, os.O_WRONLY | os.O_NONBLOCK)
-        os.close(fd)
+    finally:  # the lease goes with its holder: the abandoned reader thread's open returns
+        holder.kill()
+        holder.communicate()
 
 
 def test_missing_share_directory_is_unavailable_not_created(tmp_path, make_settings):

@@ -142,13 +142,13 @@ class FileBackend:
     def _read_small(self, key: str, cap: int) -> bytes:
         """A regular file's bytes, its size checked against ``cap`` before any byte is read."""
         try:
-            return bounded.read_regular(self._path(key), cap)[0]
+            return bounded.read_regular(self._path(key), cap, block=True)[0]
         except bounded.Refused as e:  # a FIFO, device, symlink or oversized object: this object's fault
             raise RemoteCorrupt(f"{self.description}: {e}") from None
 
     def _open_regular(self, key: str) -> Any:
         try:
-            fd, _ = bounded.open_regular(self._path(key))
+            fd, _ = bounded.open_regular(self._path(key), block=True)
         except bounded.Refused as e:
             raise RemoteCorrupt(f"{self.description}: {e}") from None
         return os.fdopen(fd, "rb")
