@@ -140,3 +140,10 @@ def test_xdist_records_and_selects_like_a_single_process(proj):
     assert set(run.outcomes) == set(sel["selected"]) and "5 deselected" in run.out
     # the selected run merged its records: the map still knows every test
     assert set(json.loads(proj.map.read_text())["tests"]) == ALL
+    # a full re-record at a new commit: every file's tests ran (across the workers), so each file
+    # record is replaced, not united with its older commits
+    proj.edit("csrc/include/add_bias.h", "KC_ADD_BIAS 1", "KC_ADD_BIAS 0")
+    head = proj.commit("a later commit")
+    assert proj.record(workers=2).rc == 0
+    m = json.loads(proj.map.read_text())
+    assert {c for f in m["files"].values() for c in f["commits"]} == {head}, m["files"]
