@@ -106,6 +106,30 @@ def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = N
     return report
 
 
+def export_sglang(texts: list[str], out: Path, settings: Settings | None = None) -> list[dict]:
+    """Build (or hit) the SGLang JIT modules the factories ``texts`` name load through the route and
+    copy them into an artifact root, each labelled with this SGLang's version: a serving host with
+    another SGLang refuses the entry with one line (``kinds/sglang.py``)."""
+    from .kinds.sglang import VERSION_LABEL, installed_version
+    from .sglang import built
+
+    base = resolve(settings).replace(no_build=False, prebuilt=(), remote=RemoteSettings())
+    out = Path(out).resolve()
+    label = installed_version()
+    report = []
+    for row in built(texts, base):
+        entry_path = row.pop("entry_path", None)
+        m = manifest_mod.read(Path(entry_path)) if entry_path else None
+        if entry_path and m is None:
+            row.update(status="failed", reason="entry vanished")
+        if m is not None:
+            cuda = toolchain.nvcc_major() if m.archs else None
+            dest = export_entry(Entry(Path(entry_path), m), out, cuda, {VERSION_LABEL: label})
+            row.update(entry=str(dest.relative_to(out)), arch=",".join(m.archs), sglang=label)
+        report.append(row)
+    return report
+
+
 # -- companion wheels ----------------------------------------------------------------------------
 def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()

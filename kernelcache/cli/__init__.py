@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--flashinfer", action="append", default=[], metavar="MOD:FUNC[(ARGS)]",
                    help="a FlashInfer module (or list) to export, built through the FlashInfer route, e.g. "
                    "'flashinfer.jit.activation:gen_act_and_mul_module(\"silu\")' (repeatable; literal ARGS)")
+    b.add_argument("--sglang", action="append", default=[], metavar="MOD:FUNC[(ARGS)]",
+                   help="an SGLang kernel factory whose load_jit modules to export, built through the SGLang "
+                   "route, e.g. 'sglang.kernels.ops.speculative.ngram_corpus:get_ngram_corpus_cls' (repeatable)")
     b.set_defaults(fn=cmd_build)
     pk = sub.add_parser("pack", help="pack an artifact root into a companion wheel")
     pk.add_argument("root")

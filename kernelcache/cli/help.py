@@ -35,7 +35,9 @@ DESCRIPTIONS: dict[tuple[str, ...], str] = {
                 "wheel made by `kernelcache pack`). A project's own kernels come from --spec MOD:FUNC or "
                 "--from-ini (KernelSpecs of any kind: a torch extension's is kernelcache.cpp_extension."
                 "make_spec(name, sources, ...), the spec of that load call). --flashinfer exports FlashInfer JIT modules, "
-                "built through the FlashInfer route, labelled with the installed FlashInfer's version.",
+                "built through the FlashInfer route, labelled with the installed FlashInfer's version; "
+                "--sglang the modules an SGLang kernel factory loads, through the SGLang route, labelled with "
+                "the installed SGLang's version.",
     ("pack",): "Pack an artifact root written by `kernelcache build` into a companion wheel that "
                "registers it through the kernelcache.prebuilt entry point.",
     ("push",): "Upload entries built on this host to the fleet cache. Needs a remote in readwrite "
@@ -69,7 +71,7 @@ OPTION_HELP: dict[tuple[tuple[str, ...], str], str] = {
     (("explain",), "json"): "print the whole explanation as JSON",
     (("clean",), "yes"): "do not ask for confirmation",
     (("build",), "names"): "kernel names: shipped, or defined by --spec/--from-ini (default: every shipped kernel, "
-                           "or every --spec/--from-ini one; none when only --flashinfer is given)",
+                           "or every --spec/--from-ini one; none when only --flashinfer/--sglang is given)",
     (("build",), "from_ini"): "also the kernelcache_specs of the pytest ini file (pytest.ini, pyproject.toml, "
                               "tox.ini, setup.cfg) at or above the current directory",
     (("build",), "out"): "directory of the artifact root to write",

@@ -92,7 +92,7 @@ def _remote_line(s) -> tuple[bool, str]:
 def cmd_build(args) -> int:
     from .. import gpu
     from ..errors import UnknownKernel
-    from ..export import build_artifact_root, export_flashinfer
+    from ..export import build_artifact_root, export_flashinfer, export_sglang
     from .cache import arch_problem, usage_error
 
     for a in args.arch:
@@ -118,13 +118,15 @@ def cmd_build(args) -> int:
             return usage_error(f"{e}; a project's kernel is exported with --spec MODULE:FUNC (a callable "
                                "returning its KernelSpec; a torch extension's: kernelcache.cpp_extension.make_spec"
                                "(name, sources, ...)) or --from-ini (the pytest ini's kernelcache_specs)")
-    shipped = specs is not None or not args.flashinfer  # --flashinfer alone: only those modules
+    shipped = specs is not None or not (args.flashinfer or args.sglang)  # --flashinfer/--sglang alone: only those
     needs_arch = any(sp.is_cuda for sp in specs.values()) if specs is not None else shipped
     if needs_arch and not args.arch and arch_problem(s):
         return usage_error(arch_problem(s))
     report = build_artifact_root(None, list(args.arch), Path(args.out), s, specs=specs) if shipped else []
     if args.flashinfer:  # each module's arch is its own gencode set (FlashInfer's choice)
         report += export_flashinfer(list(args.flashinfer), Path(args.out), s)
+    if args.sglang:  # each module on SGLang's own target
+        report += export_sglang(list(args.sglang), Path(args.out), s)
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
     return 1 if any(r["status"] == "failed" for r in report) else 0

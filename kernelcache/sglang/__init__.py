@@ -22,7 +22,7 @@ from __future__ import annotations
 from ._gate import TESTED_VERSIONS
 from ._patch import install, is_installed, uninstall
 
-__all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "loaded_path"]
+__all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "loaded_path", "built"]
 
 
 def loaded_path(module_name: str):  # type: ignore[no-untyped-def]
@@ -30,3 +30,13 @@ def loaded_path(module_name: str):  # type: ignore[no-untyped-def]
     from ._route import loaded_path as _loaded_path
 
     return _loaded_path(module_name)
+
+
+def built(texts: list[str], settings=None) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The modules the factories ``texts`` name (``MODULE:FUNCTION[(LITERAL ARGS)]``) load, each a
+    hit or one build through the route: a row per module (``name``, ``status``, ``entry_path``) or
+    per failed name (``reason``)."""
+    from ..settings import resolve
+    from ._export import built as _built
+
+    return _built(list(texts), resolve(settings))

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 LOADER = "sglang.kernels.jit.utils.compile.loader"
 _loaded: dict[str, Path] = {}  # SGLang module name -> the entry .so this process loaded for it
+_results: dict[str, tuple[str, str]] = {}  # module name -> (entry dir, status) of its last full load
 
 
 def loaded_path(module_name: str) -> Path | None:
@@ -31,8 +32,14 @@ def loaded_path(module_name: str) -> Path | None:
     return _loaded.get(module_name)
 
 
+def results() -> dict[str, tuple[str, str]]:
+    """SGLang module name -> (entry dir, load status) of each full-path load in this process."""
+    return dict(_results)
+
+
 def _reset() -> None:
     _loaded.clear()
+    _results.clear()
 
 
 def _miss_error(module_name: str, cause: BaseException) -> BaseException:
@@ -138,6 +145,7 @@ def load(args: tuple, kwargs: dict, original: Callable[..., Any], settings: "Set
         raise
     so = Path(result.so_path) if result.so_path else Path(result.entry_path) / f"{spec.name}.so"
     _loaded[request.module_name] = so
+    _results[request.module_name] = (str(result.entry_path), str(result.status))
     return module
 
 
