@@ -61,15 +61,15 @@ def _flashinfer_route() -> str:
     (read from its version, without importing flashinfer and its CUDA stack)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from ..flashinfer import _gate
+    from ..flashinfer import TESTED_VERSIONS
 
     try:
         found = version("flashinfer-python")
     except PackageNotFoundError:
         return "FlashInfer not installed"
-    if found not in _gate.TESTED_VERSIONS:
+    if found not in TESTED_VERSIONS:
         return (f"off: FlashInfer {found} is not a version the route was tested with "
-                f"({', '.join(_gate.TESTED_VERSIONS)}); FlashInfer's own JIT builds its modules")
+                f"({', '.join(TESTED_VERSIONS)}); FlashInfer's own JIT builds its modules")
     return f"available for FlashInfer {found} (KERNELCACHE_PATCH=flashinfer)"
 
 
