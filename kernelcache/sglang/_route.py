@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..errors import CacheMissError
 from . import _gate
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,19 +43,17 @@ def _reset() -> None:
     _results.clear()
 
 
-def _miss_error(module_name: str, cause: BaseException) -> BaseException:
-    from ..errors import CacheMissError
+class SglangCacheMiss(CacheMissError, RuntimeError):
+    """A miss under ``SGLANG_CRASH_ON_JIT_COMPILE``: the ``RuntimeError`` SGLang raises there, and
+    kernelcache's ``CacheMissError``."""
 
-    class SglangCacheMiss(CacheMissError, RuntimeError):  # type: ignore[misc]
-        def __init__(self, message: str) -> None:
-            RuntimeError.__init__(self, message)
-            self.spec_name = module_name
-            self.reason = message
-            self.candidates: list[str] = []
-
-    return SglangCacheMiss(
-        f"JIT module '{module_name}' has no usable cached build (kernelcache: local, prebuilt or fleet), "
-        f"and SGLANG_CRASH_ON_JIT_COMPILE forbids compiling at runtime: {cause}")
+    def __init__(self, module_name: str, cause: BaseException) -> None:
+        message = (f"JIT module '{module_name}' has no usable cached build (kernelcache: local, prebuilt or "
+                   f"fleet), and SGLANG_CRASH_ON_JIT_COMPILE forbids compiling at runtime: {cause}")
+        RuntimeError.__init__(self, message)
+        self.spec_name = module_name
+        self.reason = message
+        self.candidates: list[str] = []
 
 
 def settings_for(settings: "Settings | None") -> "Settings":
@@ -128,7 +127,6 @@ def load(args: tuple, kwargs: dict, original: Callable[..., Any], settings: "Set
     import kernelcache
 
     from ..dropin import generated
-    from ..errors import CacheMissError
 
     spec, s, created = full
     try:
@@ -137,7 +135,7 @@ def load(args: tuple, kwargs: dict, original: Callable[..., Any], settings: "Set
         if created is not None:
             generated.discard(created)
         if s.no_build and _gate.envs().SGLANG_CRASH_ON_JIT_COMPILE.get():
-            raise _miss_error(request.module_name, e) from e
+            raise SglangCacheMiss(request.module_name, e) from e
         raise
     except BaseException:
         if created is not None:
