@@ -106,7 +106,7 @@ _floats: dict[str, float] = {"build_seconds": 0.0, "wait_seconds": 0.0}
 _per_kernel: dict[str, Counter] = defaultdict(Counter)
 _per_kernel_reasons: dict[str, Counter] = defaultdict(Counter)
 _PROGRESS = {
-    Event.BUILD_START, Event.BUILD_PROGRESS, Event.BUILD_DONE, Event.BUILD_FAILED, Event.LOCK_WAIT,
+    Event.BUILD_START, Event.BUILD_PROGRESS, Event.BUILD_DONE, Event.BUILD_FAILED, Event.LOCK_WAIT, Event.LOCK_UNUSABLE,
     Event.QUARANTINE, Event.RACE_GUARD, Event.REMOTE_DOWN, Event.REMOTE_LEASE_WAIT, Event.REMOTE_HIT,
     Event.REMOTE_UPLOAD, Event.REMOTE_MISS, Event.REMOTE_REPAIR, Event.CACHE_REMOVED,
 }
@@ -203,6 +203,7 @@ def _human(event: str, f: dict) -> str:
         Event.BUILD_FAILED: lambda: f"build of {name} failed after {f.get('seconds', 0):.1f}s",
         Event.LOCK_WAIT: lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: build lock held by "
                                  f"{f.get('holder', '?')}",
+        Event.LOCK_UNUSABLE: lambda: f"building {name} without the build lock: {f.get('error')}",
         Event.QUARANTINE: lambda: f"rejected cached {name} ({f.get('reason')}); moved to quarantine, rebuilding",
         Event.RACE_GUARD: lambda: f"{name}: {f.get('reason')}; not publishing this build",
         Event.CACHE_REMOVED: lambda: f"the cache was removed while building {name} ({f.get('path')} is gone); "
