@@ -23,8 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
-from ... import interrupt, process_state
-from ... import bounded
+from ... import bounded, interrupt, process_state
 from . import lease as lease_mod
 from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
