@@ -7,9 +7,10 @@ import hook runs during them). ``process`` is the child's whole wall time.
 
 * ``cold``: SGLang: an empty ``SGLANG_JIT_CACHE_DIR``; route: an empty kernelcache cache and an
   empty ``SGLANG_JIT_CACHE_DIR``. Sides alternate, ``--cold-reps`` each.
-* ``warm``: SGLang: its cache as its cold run left it; route: the kernelcache cache warm and a
-  fresh, empty ``SGLANG_JIT_CACHE_DIR`` every time (the acceptance case). Sides alternate,
-  ``--reps`` each; medians reported.
+* ``warm``: SGLang: its cache as its first cold run left it; route: the kernelcache cache as its
+  first cold run left it and a fresh, empty ``SGLANG_JIT_CACHE_DIR`` every time (the acceptance
+  case). Sides alternate, ``--reps`` each; medians reported. ``--cold-reps 0`` with the ``--dir``
+  of an earlier run measures the warm phase again on its caches.
 
     python benchmarks/bench_sglang.py [--reps 9] [--cold-reps 3] [--dir D]
 
@@ -71,25 +72,25 @@ def main() -> int:
     base = ns.dir or Path(tempfile.mkdtemp(prefix="kc-bench-sglang-"))
     base.mkdir(parents=True, exist_ok=True)
     res: dict = {"cold": {"own": [], "route": []}, "warm": {"own": [], "route": []}}
+    # the warm phase uses the first cold run's caches as they were left (not copies: a copy is
+    # another set of files, which the route's recall memo did not witness)
+    warm_kc, warm_sg = base / "cold-0-route-kc", base / "cold-0-own-sg"
     for i in range(ns.cold_reps):
         for side in ("own", "route"):
             kc, sg = base / f"cold-{i}-{side}-kc", base / f"cold-{i}-{side}-sg"
             shutil.rmtree(kc, ignore_errors=True)
             shutil.rmtree(sg, ignore_errors=True)
             res["cold"][side].append(child(side == "route", kc, sg))
-            if i == 0:  # the warm phase starts from these caches
-                for p, name in ((kc, "warm-kc"), (sg, "warm-sg")):
-                    if side == ("route" if name == "warm-kc" else "own"):
-                        shutil.rmtree(base / name, ignore_errors=True)
-                        shutil.copytree(p, base / name, symlinks=True)
+    if not (warm_kc.is_dir() and warm_sg.is_dir()):
+        raise SystemExit(f"no warm caches in {base} (run with --cold-reps >= 1 first)")
     for i in range(ns.reps):
-        res["warm"]["own"].append(child(False, base / "unused-kc", base / "warm-sg"))
+        res["warm"]["own"].append(child(False, base / "unused-kc", warm_sg))
         fresh = base / f"fresh-sg-{i}"
-        res["warm"]["route"].append(child(True, base / "warm-kc", fresh))
+        res["warm"]["route"].append(child(True, warm_kc, fresh))
         if fresh.exists():
             raise SystemExit("a routed load wrote SGLANG_JIT_CACHE_DIR")
     summary = {}
-    for phase in ("cold", "warm"):
+    for phase in [p for p in ("cold", "warm") if res[p]["own"]]:
         row = {}
         for side in ("own", "route"):
             for field in ("load", "process"):

@@ -13,6 +13,7 @@ a routed call.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -24,6 +25,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
 
 LOADER = "sglang.kernels.jit.utils.compile.loader"
+# SGLang's own cache's knobs: a routed call never reads them, so they are no part of its recall digest
+_OWN_CACHE_KNOBS = frozenset({"SGLANG_JIT_CACHE_DIR", "SGLANG_JIT_CACHE_KEEP", "SGLANG_JIT_CACHE_DEBUG"})
 _loaded: dict[str, Path] = {}  # SGLang module name -> the entry .so this process loaded for it
 _results: dict[str, tuple[str, str]] = {}  # module name -> (entry dir, status) of its last full load
 
@@ -74,16 +77,17 @@ def _digest(request: Any) -> str | None:
     """The recall digest of a resolved call (``kernelcache.recall``): the build file SGLang
     generated (compilers, every flag, include and library path), each translation unit (a
     generated wrapper's text, an on-disk source's path and where it leads now) and every
-    ``SGLANG_*`` variable; the files the answer rested on are witnessed by stat when it is
-    recorded. None under ``SGLANG_JIT_FORCE_RECOMPILE`` (every call rebuilds)."""
+    ``SGLANG_*`` variable but SGLang's own cache's knobs; the files the answer rested on are
+    witnessed by stat when it is recorded. None under ``SGLANG_JIT_FORCE_RECOMPILE`` (every call rebuilds)."""
     from .. import recall
 
     if _gate.envs().SGLANG_JIT_FORCE_RECOMPILE.get():
         return None
     units = [(u.filename, bool(u.is_cuda), u.source) for u in request.spec.translation_units()]
     on_disk = [u[0] for u in units if u[2] is None]
-    call = (request.module_name, request.build_file, units, recall.real_paths(on_disk))
-    return recall.digest("sglang", call, env_prefix="SGLANG_")
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("SGLANG_") and k not in _OWN_CACHE_KNOBS)
+    call = (request.module_name, request.build_file, units, recall.real_paths(on_disk), env)
+    return recall.digest("sglang", call)
 
 
 def resolved(request: Any, settings: "Settings | None") -> tuple[Any, Any, Any] | str:
