@@ -131,6 +131,27 @@ def test_readme_answer():
     "tests/test_plain.py": "def test_truth():\n    assert 1 + 1 == 2\n",
 }
 
+# A kernel no specs module declares, loaded with ``kc.load(spec)`` inside its test: on a warm cache
+# that load is recalled (no source opened), and its impact record must still name its inputs.
+UNDECLARED_FILES = {
+    "csrc/kern_d/d.cc": '#include <tvm/ffi/c_api.h>\n#include "../common/export.h"\n#include "d.h"\n'
+                        "KC_EXPORT(fd, D_VALUE)\n",
+    "csrc/kern_d/d.h": "#define D_VALUE 40\n",
+    "tests/test_d.py": """\
+from pathlib import Path
+
+import kernelcache as kc
+
+ROOT = Path(__file__).resolve().parents[1] / "csrc" / "kern_d"
+
+
+def test_d():
+    spec = kc.KernelSpec(name="kd", sources=["d.cc"], root=ROOT)
+    assert kc.load(spec).fd(2) == 42
+""",
+}
+UNDECLARED_TESTS = {"tests/test_d.py::test_d"}
+
 ALL = {"tests/test_a.py::test_a", "tests/test_a.py::test_a_plus", "tests/test_b.py::test_b[0]",
        "tests/test_b.py::test_b[1]", "tests/test_c.py::test_c", "tests/test_py.py::test_py",
        "tests/test_doc.py::test_readme_answer", "tests/test_plain.py::test_truth"}
@@ -140,4 +161,4 @@ def make_project(base: Path, zygote: Zygote, files: dict[str, str] = FILES) -> P
     return _make_project(base, files, zygote)
 
 
-__all__ = ["ALL", "FILES", "Project", "Zygote", "git", "make_project"]
+__all__ = ["ALL", "FILES", "UNDECLARED_FILES", "UNDECLARED_TESTS", "Project", "Zygote", "git", "make_project"]

@@ -73,10 +73,10 @@ def checkout(sub: Path, rev: str) -> None:
     git(sub, "checkout", "-q", "-f", rev)
 
 
-def make_project(base: Path, zygote: Zygote | None) -> Project:
+def make_project(base: Path, zygote: Zygote | None, files: dict[str, str] = SUB_FILES) -> Project:
     """The project with minilib at v1, committed (the first commit has no submodule yet)."""
     lib = make_library(base / "minilib")
-    proj = _make_project(base, SUB_FILES, zygote)
+    proj = _make_project(base, files, zygote)
     add_submodule(proj.path, lib, SUB, "v1")
     proj.commit("vendor minilib v1")
     return proj

@@ -10,30 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from .gen_project import FILES, Project, make_project
-
-KD_FILES = {
-    "csrc/kern_d/d.cc": '#include <tvm/ffi/c_api.h>\n#include "../common/export.h"\n#include "d.h"\n'
-                        "KC_EXPORT(fd, D_VALUE)\n",
-    "csrc/kern_d/d.h": "#define D_VALUE 40\n",
-    "tests/test_d.py": """\
-from pathlib import Path
-
-import kernelcache as kc
-
-ROOT = Path(__file__).resolve().parents[1] / "csrc" / "kern_d"
-
-
-def test_d():
-    spec = kc.KernelSpec(name="kd", sources=["d.cc"], root=ROOT)
-    assert kc.load(spec).fd(2) == 42
-""",
-}
-
+from .gen_project import FILES, UNDECLARED_FILES, Project, make_project
 
 @pytest.fixture
 def proj(tmp_path: Path, zygote) -> Project:
-    return make_project(tmp_path, zygote, {**FILES, **KD_FILES})
+    return make_project(tmp_path, zygote, {**FILES, **UNDECLARED_FILES})
 
 
 def _recorded(proj: Project) -> dict:
