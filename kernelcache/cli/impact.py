@@ -29,8 +29,11 @@ def cmd_affected(args: argparse.Namespace) -> int:
     from .common import settings_of
 
     map_path = args.map or kc_environ().get("KERNELCACHE_IMPACT_MAP") or None
+    from ..impact.api import run_outputs
+
+    s = settings_of(args)
     out = affected(Path(args.root), args.since, map_path,
-                   graph_cache=Path(settings_of(args).cache_dir) / "impact" / "import-facts.json")
+                   graph_cache=Path(s.cache_dir) / "impact" / "import-facts.json", outputs=run_outputs(s))
     if args.json:
         print(json.dumps(out, indent=1))
         return 0

@@ -13,13 +13,16 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from . import changes as changes_mod
 from .changes import Change, ChangeSet
 from .graph import ImportGraph, pyproject
 from .impact_map import ImpactMap, load
 from .select import Rules, Selector
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..settings import Settings
 
 
 @dataclass
@@ -32,16 +35,38 @@ class Prepared:
 
 
 def make_rules(root: Path | None, map_path: Path | str | None = None, report: Path | str | None = None,
-               everything: Sequence[str] = (), inert: Sequence[str] = ()) -> Rules:
+               everything: Sequence[str] = (), inert: Sequence[str] = (),
+               outputs: Sequence[Path | str] = ()) -> Rules:
     """The rules every entry point uses: built-in patterns plus the project's extras, and the
-    run's own outputs (the map, the JSON report) ignored as changes."""
+    run's own outputs ignored as changes: the map, the JSON report, and the directories the runs
+    write (``outputs``: :func:`run_outputs`, a cache dir inside the checkout)."""
     from .select import EVERYTHING, INERT
 
-    ignore = tuple(p for p in (_rel(map_path, root), _rel(report, root)) if p)
-    return Rules(everything=EVERYTHING + tuple(everything), inert=INERT + tuple(inert), ignore=ignore)
+    ignore = [p for p in (_rel(map_path, root), _rel(report, root)) if p]
+    for d in outputs:
+        rel = _rel(d, root)
+        if rel:  # the directory's files, however deep (fnmatch's * crosses '/')
+            ignore += [rel, f"{rel}/*"]
+    return Rules(everything=EVERYTHING + tuple(everything), inert=INERT + tuple(inert), ignore=tuple(ignore))
 
 
-def project_rules(root: Path | None, map_path: Path | str | None = None, report: Path | str | None = None) -> Rules:
+def run_outputs(settings: "Settings") -> list[Path]:
+    """Directories a test run writes that are no input of any test: the kernel cache and lock
+    dir, FlashInfer's JIT workspace and torch's extensions dir where the environment puts them.
+    In a checkout without a ``.gitignore`` entry for them, each of their files would otherwise be
+    an untracked change no record explains: every later selection would run everything."""
+    out = [Path(settings.cache_dir), Path(settings.lock_dir)]
+    fi = os.environ.get("FLASHINFER_WORKSPACE_BASE")
+    if fi:
+        out.append(Path(fi) / ".cache" / "flashinfer")
+    torch_ext = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if torch_ext:
+        out.append(Path(torch_ext))
+    return out
+
+
+def project_rules(root: Path | None, map_path: Path | str | None = None, report: Path | str | None = None,
+                  outputs: Sequence[Path | str] = ()) -> Rules:
     """:func:`make_rules` with the extras of ``[tool.pytest.ini_options]`` (the CLI and CI,
     which have no pytest config, read the same lists the plugin reads)."""
     ini = _ini(root) if root is not None else {}
@@ -49,7 +74,8 @@ def project_rules(root: Path | None, map_path: Path | str | None = None, report:
     def lines(key: str) -> list[str]:
         v = ini.get(key, [])
         return [v] if isinstance(v, str) else [str(x) for x in v]
-    return make_rules(root, map_path, report, lines("kernelcache_impact_everything"), lines("kernelcache_impact_inert"))
+    return make_rules(root, map_path, report, lines("kernelcache_impact_everything"),
+                      lines("kernelcache_impact_inert"), outputs)
 
 
 def _rel(path: Path | str | None, root: Path | None) -> str | None:
@@ -162,16 +188,17 @@ def test_files(root: Path, rules: Rules | None = None) -> list[str]:
 
 
 def affected(start: Path | str, since: str, map_path: Path | str | None, rules: Rules | None = None,
-             graph_cache: Path | str | None = None) -> dict:
+             graph_cache: Path | str | None = None, outputs: Sequence[Path | str] = ()) -> dict:
     """File-level view without collecting (CLI, CI): the map's tests with decisions, plus test
     files the map has never seen (run whole). Test ids are the map's (pytest rootdir-relative).
-    ``rules`` default: :func:`project_rules` (the map file itself ignored, the ini extras read)."""
+    ``rules`` default: :func:`project_rules` (the map file itself and ``outputs`` ignored, the ini
+    extras read)."""
     from .select import TestInfo
 
     t0 = time.perf_counter()
     if rules is None:
         try:
-            rules = project_rules(changes_mod.repo_root(start), map_path)
+            rules = project_rules(changes_mod.repo_root(start), map_path, outputs=outputs)
         except changes_mod.GitError:
             rules = make_rules(None)
     p = prepare(start, since, map_path, rules, graph_cache=graph_cache)

@@ -83,13 +83,15 @@ class ImpactMap:
     tests: dict[str, TestRecord] = field(default_factory=dict)
     files: dict[str, FileRecord] = field(default_factory=dict)
     kernels: dict[str, KernelRecord] = field(default_factory=dict)
+    # repository paths the recording runs wrote (their JSON reports): outputs, never changes
+    outputs: list[str] = field(default_factory=list)
     format: int = FORMAT
 
     # -- (de)serialisation -----------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {"kind": KIND, "format": self.format, "commit": self.commit,
                 "dirty": {c: sorted(ps) for c, ps in sorted(self.dirty.items())},
-                "rootdir": self.rootdir, "created": self.created,
+                "rootdir": self.rootdir, "created": self.created, "outputs": sorted(set(self.outputs)),
                 "kernels": {n: asdict(k) for n, k in sorted(self.kernels.items())},
                 "files": {f: asdict(r) for f, r in sorted(self.files.items())},
                 "tests": {n: asdict(t) for n, t in sorted(self.tests.items())}}
@@ -106,6 +108,7 @@ class ImpactMap:
             m = cls(commit=str(data.get("commit") or ""), rootdir=str(data.get("rootdir") or ""),
                     created=str(data.get("created") or ""))
             m.dirty = {str(c): [str(p) for p in ps] for c, ps in _dict(data, "dirty").items()}
+            m.outputs = [str(p) for p in (data.get("outputs") or []) if isinstance(p, str)]
             m.kernels = {str(n): KernelRecord(**_fields(KernelRecord, v)) for n, v in _dict(data, "kernels").items()}
             m.files = {str(f): FileRecord(**_fields(FileRecord, v)) for f, v in _dict(data, "files").items()}
             m.tests = {str(n): TestRecord(**_fields(TestRecord, v)) for n, v in _dict(data, "tests").items()}
@@ -155,6 +158,7 @@ class ImpactMap:
         for n, k in self.kernels.items():
             if k.complete or n not in out.kernels or not out.kernels[n].complete:
                 out.kernels[n] = k
+        out.outputs = sorted(set(older.outputs) | set(self.outputs))
         used = out.record_commits()
         out.dirty = {c: sorted(set(older.dirty.get(c, [])) | set(self.dirty.get(c, [])))
                      for c in used if older.dirty.get(c) or self.dirty.get(c)}

@@ -106,7 +106,9 @@ class Selector:
         self.everything = self._global_reason()
 
     def _ignoring(self, chs: dict[str, Change]) -> dict[str, Change]:
-        return {p: c for p, c in chs.items() if not matches(p, self.rules.ignore)}
+        """Without the runs' own outputs: this run's (the rules) and the recording runs' (the map's)."""
+        ignore = (*self.rules.ignore, *(self.map.outputs if self.map is not None else ()))
+        return {p: c for p, c in chs.items() if not matches(p, ignore)}
 
     def changes_for(self, commits: set[str]) -> dict[str, Change]:
         """The changes records made at ``commits`` must be checked against: since the base, and

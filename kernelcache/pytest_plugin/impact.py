@@ -74,7 +74,7 @@ class ImpactPlugin:
         self.rootdir_rel = _rel(config.rootpath, self.root)
         self.rules = api.make_rules(self.root, self.map_path, st.opt("report_json"),
                                     config.getini("kernelcache_impact_everything"),
-                                    config.getini("kernelcache_impact_inert"))
+                                    config.getini("kernelcache_impact_inert"), api.run_outputs(st.settings))
         self.head = head_commit(self.root) if self.root is not None else ""
         self._repo_files: list[str] | None = None
         self.wire: dict | None = None  # the change set, computed once (controller)
@@ -219,6 +219,8 @@ class ImpactPlugin:
 
     def _write_map(self, recs: list[dict]) -> dict:
         m = ImpactMap(commit=self.head, rootdir=self.rootdir_rel or "")
+        report = _rel(self.st.opt("report_json"), self.root)
+        m.outputs = [report] if report else []  # a later `kernelcache affected` ignores it too
         if self.root is not None:  # recorded from a dirty tree: those files count as changed later
             from kernelcache.impact.changes import changed_files
             from kernelcache.impact.select import matches
