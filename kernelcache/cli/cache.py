@@ -145,14 +145,17 @@ def cmd_verify(args) -> int:
 
     s = settings_of(args)
     bad = 0
+    rows = []
     for e, src in _all_entries(s, args.name):
         m = e.manifest
         problem = binary_problem(e.so_path, list(m.schemas), m.so_size, m.so_sha256)
-        print(f"{m.name}  {e.entry_id[:12]}  {src}  {'ok' if problem is None else 'BAD: ' + problem}")
+        rows.append([m.name, e.entry_id[:12], src, "ok" if problem is None else "BAD: " + problem])
         if problem:
             bad += 1
             if args.fix and not e.read_only:
                 LocalStore(s).quarantine(e, f"verify: {problem}")
+    print(f"cache dir: {s.cache_dir}")
+    print(table(rows, ["kernel", "entry", "from", "state"]) if rows else "(empty)")
     print(f"{bad} bad entr{'y' if bad == 1 else 'ies'}")
     return 1 if bad else 0
 

@@ -40,7 +40,10 @@ def cmd_push(args) -> int:
     if not s.remote_writable:
         print(f"push: {_READWRITE}", file=sys.stderr)
         return 2
-    results = push(args.names or None, s)
+    from .. import events
+
+    with events.logging_to(s.log or "0"):  # the table below is the report: no progress line per entry
+        results = push(args.names or None, s)
     if args.json:
         print(json.dumps([r.as_dict() for r in results], indent=1))
     else:
@@ -74,9 +77,10 @@ def cmd_remote_verify(args) -> int:
         return 2
     rows = remote_verify(rc)
     bad = [r for r in rows if not r.get("ok")]
-    for r in rows:
-        state = "ok" if r.get("ok") else f"BAD: {r.get('reason')}: {r.get('detail')}"
-        print(f"{r.get('name')}  {str(r.get('entry_id', ''))[:12]}  {state}")
+    cells = [[r.get("name"), str(r.get("entry_id", ""))[:12],
+              "ok" if r.get("ok") else f"BAD: {r.get('reason')}: {r.get('detail')}"] for r in rows]
+    print(f"remote: {rc.url}")
+    print(table(cells, ["kernel", "entry", "state"]) if cells else "(empty)")
     print(f"{len(bad)} bad entr{'y' if len(bad) == 1 else 'ies'}")
     if not args.fix or not bad:
         return 1 if bad else 0

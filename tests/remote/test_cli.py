@@ -39,12 +39,15 @@ def test_push_ls_verify_trim(file_remote, tmp_path):
     assert p.returncode == 2 and "readwrite" in p.stderr  # no remote configured: a clear refusal
     p = a.cli("--remote", file_remote.url, "--remote-mode", "readwrite", "push", "ngram_corpus", **env_cuda)
     assert p.returncode == 0 and "uploaded" in p.stdout, p.stdout + p.stderr
+    assert "[kernelcache]" not in p.stderr, p.stderr  # the table is the report: no line per entry besides
     p = a.cli("--remote", file_remote.url, "--remote-mode", "readwrite", "push", "ngram_corpus", **env_cuda)
     assert "exists" in p.stdout  # pushing again never overwrites
     rows = json.loads(a.cli("--remote", file_remote.url, "remote", "ls", "--json").stdout)
     assert [r["name"] for r in rows] == ["ngram_corpus"]
     p = a.cli("--remote", file_remote.url, "remote", "verify")
     assert p.returncode == 0 and "0 bad entries" in p.stdout
+    lines = p.stdout.splitlines()
+    assert lines[1].split() == ["kernel", "entry", "state"] and lines[3].split()[0::2] == ["ngram_corpus", "ok"]
     blob = next(file_remote.path.rglob("blobs/*"))
     os.chmod(blob, 0o644)
     blob.write_bytes(blob.read_bytes()[:-10])
@@ -93,6 +96,7 @@ def test_global_flags_after_the_subcommand(file_remote, tmp_path):
     assert a.load(project)["status"] == "built"  # no remote yet
     p = a.cli("push", "--remote", file_remote.url, "--remote-mode", "readwrite")
     assert p.returncode == 0 and "uploaded" in p.stdout, p.stdout + p.stderr
+    assert "[kernelcache]" not in p.stderr, p.stderr  # the table is the report: no line per entry besides
     p = a.cli("remote", "ls", "--json", "--remote", file_remote.url)
     assert [r["name"] for r in json.loads(p.stdout)] == ["fleet_k"], p.stderr
     p = a.cli("--remote", file_remote.url, "remote", "ls", "--json")  # before still works

@@ -75,7 +75,10 @@ def test_stats_counts_entries_per_kernel(adder_cache, capsys):
 def test_verify_reports_each_entry(adder_cache, capsys):
     rc, out, _ = _run(capsys, "verify", "adder")
     assert rc == 0 and out.splitlines()[-1] == "0 bad entries"
-    assert out.splitlines()[0].startswith(f"adder  {adder_cache.entry_dir.name[:12]}  cache  ok")
+    lines = out.splitlines()  # a table: the cache, a header, the rule, one aligned row per entry
+    assert lines[0] == f"cache dir: {adder_cache.settings.cache_dir}" and lines[1].split() == ["kernel", "entry", "from", "state"]
+    assert lines[3].split() == ["adder", adder_cache.entry_dir.name[:12], "cache", "ok"]
+    assert lines[3].index("cache") == lines[1].index("from")
 
 
 def test_prune_needs_a_bound_and_evicts_by_size(kc_env, project, capsys):
