@@ -200,7 +200,8 @@ def _human(event: str, f: dict) -> str:
                                    f"{f.get('n_sources', '?')} source(s) ...",
         Event.BUILD_PROGRESS: lambda: f"still building {name} ({f.get('seconds', 0):.0f}s so far) ...",
         Event.BUILD_DONE: lambda: f"built {name} in {f.get('seconds', 0):.1f}s",
-        Event.BUILD_FAILED: lambda: f"build of {name} failed after {f.get('seconds', 0):.1f}s",
+        Event.BUILD_FAILED: lambda: f"build of {name} " + ("interrupted" if f.get("interrupted") else "failed")
+                                    + f" after {f.get('seconds', 0):.1f}s",
         Event.LOCK_WAIT: lambda: f"waiting {f.get('waited', 0):.0f}s for {name}: build lock held by "
                                  f"{f.get('holder', '?')}",
         Event.LOCK_UNUSABLE: lambda: f"building {name} without the build lock: {f.get('error')}",

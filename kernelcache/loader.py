@@ -131,6 +131,14 @@ def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fie
 
 
 # -- building ------------------------------------------------------------------------------------
+def _failure_text(e: BaseException) -> str:
+    """What a failed build's event says: the error, or that the build was interrupted (Ctrl-C, a
+    signal's exit: their exceptions carry no text, so the log read ``error: ""``)."""
+    if isinstance(e, Exception):
+        return str(e) or type(e).__name__
+    return f"interrupted ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
+
+
 def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
            ) -> tuple[Any, Entry, validate.Rejection | None]:
     """Build privately, pass the one door in the build dir (rejected: nothing kept), publish
@@ -164,7 +172,8 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
                 raise SchemaMismatch(spec.name, rej.mismatches, where="freshly built from the current sources")
             raise BuildError(spec.name, "<post-link check>", str(rej))
     except BaseException as e:
-        events.emit(events.Event.BUILD_FAILED, name=spec.name, seconds=time.monotonic() - t0, error=str(e)[:500])
+        events.emit(events.Event.BUILD_FAILED, name=spec.name, seconds=time.monotonic() - t0,
+                    error=_failure_text(e)[:500], interrupted=not isinstance(e, Exception))
         import shutil
 
         from .build_faults import classify

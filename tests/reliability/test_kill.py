@@ -31,3 +31,20 @@ def test_sigkill_mid_build_leaves_nothing_and_next_load_succeeds(kc_env, project
     # the dead builder's private dir is swept by the next warm()
     kc_env.run_py(spec_code(project) + "kc.warm([spec])")
     assert list((kc_env.cache / "v1" / "tmp").iterdir()) == []
+
+
+def test_sigint_mid_compile_is_logged_as_interrupted_not_an_empty_error(kc_env, project):
+    """Issue 46: an interrupted build was logged ``build_failed`` with ``error: ""``."""
+    log = kc_env.tmp / "events.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", spec_code(project) + "kc.load(spec)"],
+                            env=kc_env.env(KC_HOLD_COMPILE=str(kc_env.tmp / "never"), KERNELCACHE_LOG=str(log)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    kc_env.wait_for("compile")
+    proc.send_signal(signal.SIGINT)  # Ctrl-C to the Python process alone
+    _, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    import json
+
+    (failed,) = [e for e in map(json.loads, log.read_text().splitlines()) if e["event"] == "build_failed"]
+    assert failed["interrupted"] is True and failed["error"].startswith("interrupted (KeyboardInterrupt"), failed
+    assert kc_env.entries() == []
