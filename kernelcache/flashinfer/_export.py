@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,20 @@ def _literal(node: ast.AST, text: str) -> Any:
         return ast.literal_eval(node)
     except ValueError:
         raise ValueError(f"{text!r}: arguments must be literals (strings, numbers, lists...)") from None
+
+
+def _import(mod_name: str) -> Any:
+    """``mod_name``, found as ``python -m`` would: the working directory is tried when it is not
+    importable as is (``kernelcache build --flashinfer app.kernels:gen`` at a project's root; the
+    console script's ``sys.path`` starts at its own directory), as ``--spec`` does."""
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        here = os.getcwd()
+        if e.name not in (mod_name, mod_name.split(".")[0]) or here in sys.path:
+            raise
+        sys.path.insert(0, here)
+        return importlib.import_module(mod_name)
 
 
 def resolve(text: str) -> list[Any]:
@@ -47,7 +63,7 @@ def resolve(text: str) -> list[Any]:
         node = node.func
     if not isinstance(node, ast.Name):
         raise ValueError(f"{text!r}: expected a function name after ':'")
-    fn = getattr(importlib.import_module(mod_name), node.id, None)
+    fn = getattr(_import(mod_name), node.id, None)
     if not callable(fn):
         raise ValueError(f"{text!r}: {mod_name} has no function {node.id!r}")
     got = fn(*args, **kwargs)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FiEnv
+from .conftest import REPO, FiEnv
 
 SILU = 'flashinfer.jit.activation:gen_act_and_mul_module("silu")'
 HEADER = "flashinfer/data/include/flashinfer/activation.cuh"  # a FlashInfer header silu reads
@@ -149,3 +149,23 @@ def test_a_companion_wheel_of_the_root_serves_a_host_without_compilers(fi: FiEnv
     out = fi.probe(fi.tmp / "host-wheel" / "ws", **env)
     assert out["fn"] and fi.links() == before
     assert out["library"].startswith(str(site / "kernelcache_prebuilt_fi_test" / "root")), out
+
+
+def test_the_console_script_finds_a_generator_in_the_working_directory(fi: FiEnv, tmp_path: Path) -> None:
+    """Issue 46: ``kernelcache build --flashinfer app_ops:silu`` at a project's root could not import
+    ``app_ops`` (the console script's sys.path starts at its own directory, not the cwd)."""
+    import subprocess
+    import sys
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "app_ops.py").write_text("from flashinfer.jit.activation import gen_act_and_mul_module\n\n\n"
+                                     "def silu():\n    return gen_act_and_mul_module('silu')\n")
+    script = Path(sys.executable).parent / "kernelcache"
+    before = fi.links()
+    p = subprocess.run([str(script), "build", "--flashinfer", "app_ops:silu", "--out", str(tmp_path / "root")],
+                       cwd=proj, env={**fi.env(fi.tmp / "ws-a"), "PYTHONPATH": str(REPO)},  # no '' entry: not the cwd
+                       capture_output=True, text=True, timeout=600,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and "silu_and_mul" in p.stdout and "hit" in p.stdout, p.stdout + p.stderr[-2000:]
+    assert fi.links() == before  # the session's entry, exported
