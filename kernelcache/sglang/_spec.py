@@ -11,8 +11,10 @@ compiler read), the lock, the atomic publish, validation, the fleet and prebuilt
   mtime restored still moves the ctime), never stood for by the installed ``RECORD``.
 * Flags: SGLang's lines, verbatim (``_lines``); the CUDA lines only when a unit is CUDA (a
   CPU module never runs nvcc, so nvcc's flags are not what it is built with).
-* Functions: a header-only module's wrapper exports, each required at every load, its schema
-  learned from the first build; a module that exports from its own C++ names none.
+* Functions: none named. SGLang compiles without tvm-ffi's schema metadata
+  (``TVM_FFI_DLL_EXPORT_INCLUDE_METADATA``), so its exports carry no schema to check, and adding
+  the define would change what is compiled; the wrapper's exports are in the wrapper's bytes (the
+  key), and every load checks the binary's identity and checksum.
 * The target: a CUDA module is checked against SGLang's own ``-gencode`` target.
 """
 from __future__ import annotations
@@ -77,12 +79,11 @@ def kernel_spec(request: "Request", lines: "_lines.CommandLines", kernel_path: P
         inside = all(p.startswith(tree + os.sep) for p in paths)
         root = Path(tree if inside else os.path.commonpath([os.path.dirname(p) for p in paths]))
         rel = [os.path.relpath(p, root) for p in paths]
-    functions = [export for export, _ in bspec.wrappers] if bspec.header_only else []
     spec = KernelSpec(
         name=name, sources=rel, root=root,
         include_dirs=_include_dirs(lines.cudaflags if cuda else lines.cxxflags),
         cflags=list(lines.cxxflags), cuda_cflags=list(lines.cudaflags) if cuda else [],
-        ldflags=list(lines.ldflags), functions=functions, backend="cuda" if cuda else "cpu", kind="sglang",
+        ldflags=list(lines.ldflags), functions={}, backend="cuda" if cuda else "cpu", kind="sglang",
     )
     archs = _archs(lines.cudaflags) if cuda else ()
     if archs:
