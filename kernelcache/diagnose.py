@@ -37,7 +37,10 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
            for v in search.verdicts(look, Place.PREBUILT, check, read_only=True)]
     out: dict[str, Any] = {"name": spec.name, "key1": None, "inputs": {}, "status": "miss", "entry": None,
                            "reason": "", "note": "", "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre
-                                                                 if not p["usable"]], "prebuilt": pre}
+                                                                 if not p["usable"]], "prebuilt": pre,
+                           "root": str(spec.root), "kind": spec.kind,
+                           "flags": {"cflags": list(spec.cflags), "cuda_cflags": list(spec.cuda_cflags),
+                                     "ldflags": list(spec.ldflags)}}
     usable = next((p for p in pre if p["usable"]), None)
     if usable and not s.rebuild:
         out.update(status="prebuilt", entry=usable["entry"])

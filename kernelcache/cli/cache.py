@@ -181,8 +181,15 @@ def cmd_explain(args) -> int:
         print(json.dumps(info, indent=1, default=str))
         return 0
     print(f"kernel:  {info['name']}\nkey:     {info['key1']}\nstatus:  {info['status']}")
+    kind = info.get("kind") or (info["inputs"] or {}).get("kind")
+    if kind:
+        from .. import kinds
+
+        print(f"kind:    {kind}" + (f" ({kinds.of(kind).label})" if kinds.label(kind) != kind else ""))
+    if info.get("root"):
+        print(f"root:    {info['root']}")
     if info["entry"]:
-        print(f"entry:   {info['entry']}")
+        print(f"entry:   {info['entry']}{_deps_recorded(info['entry'])}")
     if info["reason"]:
         print(f"why miss: {info['reason']}")
     if info.get("note"):
@@ -193,15 +200,37 @@ def cmd_explain(args) -> int:
     if inp:
         print("inputs:")
         print(f"  sources: {', '.join(inp.get('sources') or ())}")
+        for flag, values in (info.get("flags") or {}).items():
+            if values:
+                print(f"  {flag}: {' '.join(values)}")
         for t, v in (inp.get("tools") or {}).items():
-            print(f"  {t}: {v['path']} ({(v['version'] or '').splitlines()[0] if v['version'] else '?'})")
+            print(f"  {t}: {v['path']} ({_release(v.get('version') or '')})")
         print(f"  arch: {inp.get('arch') or 'n/a (cpu)'}\n  abi: {inp.get('abi')}\n  env: {inp.get('env') or '{}'}")
+        if inp.get("extra_abi"):
+            print(f"  extra_abi: {inp['extra_abi']}")
         nat = inp.get("native")
         if nat:
             march = next((t for t in nat["expanded"] if t.startswith(("-march=", "-mcpu="))), "?")
             print(f"  native: {' '.join(nat['flags'])} -> {march} (+{len(nat['expanded']) - 1} target flags); "
                   f"needs CPU features: {', '.join(nat['cpu_features']) or 'none'}")
     return 0
+
+
+def _release(version: str) -> str:
+    """The line of a tool's ``--version`` that names its release (nvcc's is the last, after a
+    banner and a copyright; a compiler's the first)."""
+    lines = [ln.strip() for ln in version.splitlines() if ln.strip()]
+    return next((ln for ln in lines if "release" in ln), lines[0] if lines else "?")
+
+
+def _deps_recorded(entry: str) -> str:
+    """`` (N dependencies recorded)`` from the entry's manifest ("" when it cannot be read)."""
+    from pathlib import Path
+
+    from ..manifest import read
+
+    m = read(Path(entry))
+    return f" ({len(m.deps)} dependencies recorded)" if m is not None else ""
 
 
 def cmd_prune(args) -> int:

@@ -32,6 +32,7 @@ def test_explain_and_warm_rebuild_the_torch_spec_of_a_torch_entry(torch_env):
     out = _cli(torch_env, "explain", "kc_cli_lib")
     assert out.returncode == 0, out.stderr
     assert "status:  hit" in out.stdout, out.stdout
+    assert "kind:    torch_library" in out.stdout and "  extra_abi: " in out.stdout, out.stdout
     assert "tvm" not in out.stdout.split("why miss:")[-1] if "why miss:" in out.stdout else True
     warm = _cli(torch_env, "warm", "kc_cli_lib")
     assert warm.returncode == 0 and "1 hit" in warm.stdout, warm.stdout + warm.stderr

@@ -112,6 +112,10 @@ def test_warm_and_explain_a_shipped_kernel(suite_cache, capsys):
     assert "ngram_corpus/trie.cc" in info["inputs"]["sources"]
     rc, out, _ = _run(capsys, "explain", "ngram_corpus")
     assert rc == 0 and out.startswith("kernel:  ngram_corpus\n") and f"key:     {info['key1']}" in out
+    lines = out.splitlines()  # the text carries what the JSON does (issue 46)
+    assert "kind:    tvm_ffi (tvm-ffi module)" in lines and f"root:    {info['root']}" in lines, out
+    assert any(ln.startswith("entry:   ") and "dependencies recorded)" in ln for ln in lines), out
+    assert any(ln.startswith("  cflags: ") for ln in lines), out
 
 
 def test_unknown_kernel_is_exit_2_with_the_known_names(suite_cache, capsys):
