@@ -162,6 +162,7 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
         m = Manifest(name=spec.name, key1=l1.key, entry_id=out.entry_id, identity=out.identity,
                      so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
                      inputs=l1.inputs, deps=out.deps, absent=out.absent, skey=ctx.look.skey() or "",
+                     skey_inputs=ctx.look.skey_inputs(),
                      build_seconds=round(out.seconds, 3), host=manifest_mod.this_host(),
                      created=manifest_mod.utc_now(), reason=reason, kind=spec.kind, surface=surface)
         manifest_mod.write(bdir, m)
@@ -340,6 +341,8 @@ def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]
     if s.no_build:
         raise CacheMissError(spec.name, f"no usable prebuilt or fleet artifact and no toolchain: {err}",
                              ctx.refused) from err
+    if ctx.refused:  # what was found and why it is not this build (a prebuilt root built with other flags)
+        raise ToolchainError(f"{err}\n" + "\n".join(f"  refused: {r}" for r in ctx.refused)) from err
     raise err
 
 

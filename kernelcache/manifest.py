@@ -50,6 +50,10 @@ class Manifest:
         # (module functions, classes and their attributes; ops a library registers). Bound to the
         # binary by so_sha256; the loaded module must show the same surface.
         surface: dict | None = None,
+        # What ``skey`` hashes, in clear (``source_key.source_inputs``): the spec's flags,
+        # include dirs, arch... An entry used elsewhere must have this host's source key; when it
+        # has not, these name what differs (``source_key.diff``). None: written before they were kept.
+        skey_inputs: dict | None = None,
     ) -> None:
         self.name, self.key1, self.entry_id, self.identity = name, key1, entry_id, identity
         self.so_name, self.so_sha256, self.so_size, self.schemas = so_name, so_sha256, so_size, schemas
@@ -59,6 +63,7 @@ class Manifest:
         self.skey, self.build_seconds, self.host, self.created = skey, build_seconds, host, created
         self.reason, self.format, self.prebuilt, self.external_deps = reason, format, prebuilt, external_deps
         self.origin, self.kind, self.surface = origin, kind, surface
+        self.skey_inputs = skey_inputs
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -87,6 +92,8 @@ class Manifest:
             return None
         if not isinstance(m.kind, str) or not (m.surface is None or isinstance(m.surface, dict)):
             return None
+        if not (m.skey_inputs is None or isinstance(m.skey_inputs, dict)):
+            return None
         return m
 
     def to_dict(self, deep: bool = True) -> dict:
@@ -102,6 +109,8 @@ class Manifest:
             d.pop("kind")
         if d["surface"] is None:
             d.pop("surface")
+        if d["skey_inputs"] is None:
+            d.pop("skey_inputs")
         return d
 
     def dumps(self) -> str:
@@ -148,7 +157,7 @@ class Manifest:
 
 FIELDS = ("name", "key1", "entry_id", "identity", "so_name", "so_sha256", "so_size", "schemas", "inputs", "deps",
           "absent", "skey", "build_seconds", "host", "created", "reason", "format", "prebuilt", "external_deps",
-          "origin", "kind", "surface")
+          "origin", "kind", "surface", "skey_inputs")
 
 
 def utc_now() -> str:

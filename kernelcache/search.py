@@ -8,7 +8,8 @@ candidate is judged the same way:
 * :func:`vet` answers "is this entry good for this spec, here?" with everything checkable
   before any of its code runs: for a local entry, its recorded dependencies and the CPU it was
   built for; for an entry built elsewhere, this installation's sources, headers, ABI, arch and
-  CUDA runtime (``validate.installation_refusal``);
+  CUDA runtime, and the whole build: its recorded source key must be this spec's, computed here
+  by :meth:`Lookup.source` (``validate.installation_refusal``, ``validate.build_refusal``);
 * then the caller's acceptance step: ``admit.accept`` for a load (file checks, dlopen, identity,
   schemas), a read-only file check for ``diagnose.explain``.
 
@@ -40,13 +41,13 @@ class Lookup:
     """One spec on this host: settings, store, and the keys and facts a lookup needs, each
     computed once and only when a place asks for it (a plain class: on every load's path)."""
 
-    __slots__ = ("spec", "s", "store", "plan", "l1", "_skey", "_inst", "_anchors", "_sources", "dep_counts")
+    __slots__ = ("spec", "s", "store", "plan", "l1", "_source", "_inst", "_anchors", "_sources", "dep_counts")
 
     def __init__(self, spec: KernelSpec, s: Settings, store: LocalStore) -> None:
         self.spec, self.s, self.store = spec, s, store
         self.plan: BuildPlan | None = None
         self.l1: Level1 | None = None
-        self._skey: str | None = None
+        self._source: dict[tuple, tuple[str, dict] | None] = {}  # (archs, CPU) -> (source key, its inputs)
         self._inst: validate.Installation | None = None
         self._anchors: list[tuple[str, str]] | None = None
         self._sources: dict[str, str] | None = None
@@ -63,22 +64,40 @@ class Lookup:
 
     def skey(self) -> str | None:
         """The toolchain-free source key, or None when the target arch is unknown."""
-        if self._skey is None:
+        got = self.source()
+        return got[0] if got is not None else None
+
+    def skey_inputs(self) -> dict | None:
+        """What :meth:`skey` hashes, in clear (recorded in a built entry's manifest)."""
+        got = self.source()
+        return got[1] if got is not None else None
+
+    def source(self, archs: tuple[str, ...] | None = None, native_cpu: list[str] | None = None
+               ) -> tuple[str, dict] | None:
+        """(source key, its inputs) of this spec, computed without any tool (``kinds.source_inputs``);
+        None when the target arch is unknown. ``archs``/``native_cpu``: the arch list and CPU
+        features of an entry built elsewhere instead of this host's (``validate.build_refusal``
+        asks once it checked this host is compatible with them)."""
+        memo = (archs, None if native_cpu is None else tuple(native_cpu))
+        if memo not in self._source:
             from . import kinds
 
             try:
-                archs = gpu.target_archs(self.s.cuda_arch) if self.spec.is_cuda else ()
+                if archs is None:
+                    archs = gpu.target_archs(self.s.cuda_arch) if self.spec.is_cuda else ()
                 tvm = toolchain.tvm_ffi_paths(self.s.memo_dir).version
             except ToolchainError:
                 return None
-            self._skey = kinds.source_key(self.spec, archs, tvm, self.s, self.sources())
-        return self._skey
+            inputs = kinds.source_inputs(self.spec, archs, tvm, self.s, self.sources(), native_cpu)
+            self._source[memo] = (level1.canonical_hash(inputs), inputs)
+        return self._source[memo]
 
     def installation(self) -> validate.Installation:
-        """This host's facts an entry built elsewhere is checked against."""
+        """This host's facts an entry built elsewhere is checked against (its source key included)."""
         if self._inst is None:
             self._inst = validate.Installation(toolchain.tvm_ffi_paths(self.s.memo_dir).version,
-                                               anchors.anchors_of(self.spec), self.s.cuda_arch, self.sources())
+                                               anchors.anchors_of(self.spec), self.s.cuda_arch, self.sources(),
+                                               self.source)
         return self._inst
 
     def candidates(self, place: Place) -> Iterator[Entry]:

@@ -1,7 +1,12 @@
-"""The source key: a key computable without any tool, what fleet hosts index shared entries by.
+"""The source key: a key computable without any tool, what fleet hosts index shared entries by,
+and what an entry built elsewhere (a prebuilt root, a companion wheel, the fleet) must match.
 
-Serving hosts may have no compiler, so the remote cannot be indexed by the level-1 key (it hashes
-tool identities).
+Serving hosts may have no compiler, so the remote cannot be indexed by the level-1 key (it
+hashes tool identities). The same key decides whether an artifact built on another machine is
+*this* build: one owner of "the same build" (the sources, the spec's flags, defines, include
+dirs and link line, the arch, the tvm-ffi ABI, the kind's facts), so an input added to the key
+is checked by every place at once. Its inputs are recorded in clear in each manifest
+(``Manifest.skey_inputs``), so a refusal names what differs (:func:`diff`).
 """
 from __future__ import annotations
 
@@ -16,16 +21,13 @@ from .settings import Settings
 from .spec import KernelSpec
 
 
-def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings,
-               kind_inputs: Mapping[str, str], verbatim_flags: bool, hashes: dict[str, str] | None = None) -> str:
-    """A key computable without any tool: what fleet hosts index shared entries by.
+def source_inputs(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings,
+                  kind_inputs: Mapping[str, str], verbatim_flags: bool, hashes: dict[str, str] | None = None,
+                  native_cpu: list[str] | None = None) -> dict:
+    """What the source key hashes, in clear (see :func:`source_key`).
 
-    Serving hosts may have no compiler, so the remote cannot be indexed by the level-1 key (it
-    hashes tool identities). This key only narrows the search; every candidate is then
-    validated against this installation (sources, headers, ABI, arch, schemas, bytes).
-    ``kind_inputs``/``verbatim_flags``: the facts of the spec's kind (``kinds.source_key``);
-    ``hashes``: the sources' hashes when the caller has them (a load hashes them once).
-    """
+    ``native_cpu``: the CPU features to name for a ``-march=native`` spec instead of this CPU's
+    (an entry built on another CPU whose features this CPU was checked to have)."""
     def where(d: str) -> str:
         p = str(spec.abspath(d))
         root = str(spec.root)
@@ -40,8 +42,9 @@ def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, setti
         "flags": flags,
         "arch": list(archs) if spec.is_cuda else [], "tvm_ffi_abi": tvm_abi(tvm_version),
         "functions": dict(spec.functions), "buster": settings.cache_buster,
-        **({"native_cpu": sorted(native.cpu_features())} if _has_native(spec) else {}),
     }
+    if _has_native(spec):
+        data["native_cpu"] = sorted(native.cpu_features()) if native_cpu is None else list(native_cpu)
     data.update(extra_inputs(spec, kind_inputs))
     if verbatim_flags:
         # Foreign kinds carry complete flag lists with install paths (torch's include and
@@ -51,10 +54,65 @@ def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, setti
         data["include_dirs"] = [anchor_text(str(spec.abspath(d)), anchors) for d in spec.include_dirs]
         data["system_include_dirs"] = [anchor_text(str(spec.abspath(d)), anchors)
                                        for d in spec.system_include_dirs]
-    return canonical_hash(data)
+    return data
+
+
+def source_key(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings,
+               kind_inputs: Mapping[str, str], verbatim_flags: bool, hashes: dict[str, str] | None = None) -> str:
+    """A key computable without any tool: what fleet hosts index shared entries by.
+
+    This key narrows the fleet's search and admits entries built elsewhere; every candidate is
+    then validated against this installation (headers, ABI, arch, schemas, bytes).
+    ``kind_inputs``/``verbatim_flags``: the facts of the spec's kind (``kinds.source_key``);
+    ``hashes``: the sources' hashes when the caller has them (a load hashes them once).
+    """
+    return canonical_hash(source_inputs(spec, archs, tvm_version, settings, kind_inputs, verbatim_flags, hashes))
 
 
 def _has_native(spec: KernelSpec) -> bool:
     """``-march=native`` and friends: the same string builds different code on another CPU, so
     the tool-free source key names this CPU (its feature flags) for such a spec."""
     return bool(native.native_flags(spec.cflags, spec.cuda_cflags))
+
+
+# -- why two builds differ -------------------------------------------------------------------------
+_FLAG_LISTS = ("cflags", "cuda_cflags", "ldflags")
+_WORDS = {"include_dirs": "include dirs", "system_include_dirs": "system include dirs", "arch": "arch",
+          "tvm_ffi_abi": "tvm-ffi ABI", "buster": "cache buster (KERNELCACHE_CACHE_BUSTER)",
+          "native_cpu": "CPU features (-march=native)", "functions": "function schemas", "extra_abi": "ABI facts"}
+
+
+def _only(a: list, b: list) -> list:
+    """Items of ``a`` that ``b`` lacks, in ``a``'s order (every item when both hold the same ones)."""
+    return [x for x in a if x not in b]
+
+
+def _lists(what: str, a: list, b: list) -> str:
+    built, here = _only(a, b), _only(b, a)
+    if not built and not here:
+        return f"{what}: the same items in another order ({a} here {b})"
+    return f"{what}: built with {built}, this spec has {here}"
+
+
+def diff(built: Mapping, here: Mapping) -> list[str]:
+    """What differs between the source-key inputs an entry was built with (``built``) and this
+    spec's (``here``), one line each: ``cflags: built with ['-DFACTOR=2'], this spec has
+    ['-DFACTOR=3']``."""
+    out: list[str] = []
+    for k in sorted(set(built) | set(here), key=lambda k: (k != "flags", k)):
+        a, b = built.get(k), here.get(k)
+        if a == b:
+            continue
+        if k == "flags" and isinstance(a, list) and isinstance(b, list) and len(a) == len(b) == 3:
+            out += [_lists(name, fa, fb) for name, fa, fb in zip(_FLAG_LISTS, a, b) if fa != fb]
+        elif k == "sources" and isinstance(a, dict) and isinstance(b, dict):
+            out += [f"source {s} {'added' if s not in a else 'removed' if s not in b else 'changed'}"
+                    for s in sorted(set(a) | set(b)) if a.get(s) != b.get(s)]
+        elif isinstance(a, list) and isinstance(b, list):
+            out.append(_lists(_WORDS.get(k, k), a, b))
+        elif k == "functions" and isinstance(a, dict) and isinstance(b, dict):
+            fns = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+            out.append(f"function schemas: {', '.join(f'{f} built as {a.get(f)!r}, this spec has {b.get(f)!r}' for f in fns)}")
+        else:
+            out.append(f"{_WORDS.get(k, k)}: built with {a!r}, this spec has {b!r}")
+    return out

@@ -22,7 +22,7 @@ import ctypes
 import hashlib
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import bounded, gpu, key, native
 from .level1 import source_hashes, tvm_abi
@@ -209,6 +209,11 @@ def cpu_refusal(m: Manifest) -> Rejection | None:
 
 
 # -- entries built elsewhere (prebuilt roots, the fleet cache) ------------------------------------
+# (archs, CPU features) -> (source key, its inputs) of this spec, None: this host's own
+# (``search.Lookup.source``); None when it cannot be computed
+SourceOf = Callable[[tuple[str, ...] | None, list[str] | None], "tuple[str, dict] | None"]
+
+
 class Installation(FrozenRecord):
     """The facts of this host a foreign entry is checked against (computed once per load)."""
 
@@ -216,18 +221,20 @@ class Installation(FrozenRecord):
     anchors: list[tuple[str, str]]
     cuda_arch: str | None  # Settings.cuda_arch
     source_hashes: dict[str, str] | None  # this spec's sources (None: hashed when needed)
-    _FIELDS = ("tvm_ffi_version", "anchors", "cuda_arch", "source_hashes")
-    _DEFAULTS = {"source_hashes": None}
+    source: SourceOf | None  # this spec's source key (None: not checked, a caller that has no spec's)
+    _FIELDS = ("tvm_ffi_version", "anchors", "cuda_arch", "source_hashes", "source")
+    _DEFAULTS = {"source_hashes": None, "source": None}
 
 
 def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, strict_external: bool) -> Rejection | None:
     """Why an entry built on another machine may not be used here (None: it may).
 
     Same sources and package headers as this installation, a compatible tvm-ffi ABI, a matching
-    arch and a loadable CUDA runtime, the expected schemas. ``strict_external``: dependencies
-    outside the anchors that exist on this host must have the recorded bytes (fleet entries
-    keep them; artifact roots drop them at export). Bytes, identity and exported schemas are
-    checked afterwards like for any entry.
+    arch and a loadable CUDA runtime, the expected schemas, and the whole build: this spec's
+    source key (:func:`build_refusal`: flags, defines, include dirs, link line...).
+    ``strict_external``: dependencies outside the anchors that exist on this host must have the
+    recorded bytes (fleet entries keep them; artifact roots drop them at export). Bytes,
+    identity and exported schemas are checked afterwards like for any entry.
     """
     if m.name != spec.name:
         return Rejection("installation", f"built for kernel {m.name!r}")
@@ -260,4 +267,46 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, stri
     mism = compare(expected_schemas(spec, m), m.schemas)
     if mism:
         return Rejection("schema", "schema differs: " + describe(mism), mism)
-    return None
+    return build_refusal(spec, m, inst) if inst.source is not None else None
+
+
+def build_refusal(spec: KernelSpec, m: Manifest, inst: Installation) -> Rejection | None:
+    """Is an entry built elsewhere *this* build? Its recorded source key must be this spec's, the
+    key the fleet indexes by (``source_key``: sources, the spec's flags, defines, include dirs and
+    link line, arch, tvm-ffi ABI, the kind's facts): one owner of "the same build", so an input
+    added to that key is checked here too.
+
+    Two facts of the key belong to the host, and were checked above against the entry's: its
+    arch list (this host's target archs are among them: a multi-arch build serves each) and,
+    for ``-march=native``, its CPU (this CPU has every feature its code needs). Where the key
+    differs only by those, it is recomputed with the entry's. A refusal names what differs,
+    from the inputs the manifest records in clear (``Manifest.skey_inputs``).
+    """
+    assert inst.source is not None
+    if not m.skey:
+        return Rejection("installation", "records no source key (written by an older kernelcache), so its flags "
+                                         "cannot be checked: rebuild it (kernelcache build)")
+    here = inst.source(None, None)
+    if here is None:
+        return Rejection("installation", "cannot compute this spec's source key (CUDA target arch unknown)")
+    if here[0] == m.skey:
+        return None
+    rec = m.skey_inputs
+    archs = tuple((rec or {}).get("arch") or m.archs) if spec.is_cuda else None
+    if archs is not None and not set(here[1].get("arch") or ()) <= set(archs):
+        archs = None  # (the arch check above read the level-1 inputs; the key's list must cover them too)
+    native_cpu = (rec or {}).get("native_cpu") if (m.inputs or {}).get("native") else None
+    if (archs is not None and list(archs) != here[1].get("arch")) or native_cpu is not None:
+        alt = inst.source(archs, native_cpu)
+        if alt is not None:
+            if alt[0] == m.skey:
+                return None
+            here = alt  # the host's facts are the entry's: the difference is elsewhere
+    if rec is None:
+        return Rejection("installation", f"built from other inputs than this spec (source key {m.skey[:12]}, this "
+                                         f"spec's {here[0][:12]}); its manifest does not name them: rebuild it "
+                                         "(kernelcache build) to see which")
+    from .source_key import diff
+
+    lines = diff(rec, here[1]) or [f"source key {m.skey[:12]} != this spec's {here[0][:12]}"]
+    return Rejection("installation", "built from other inputs than this spec: " + "; ".join(lines))

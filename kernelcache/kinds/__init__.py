@@ -56,10 +56,19 @@ def make_plan(spec: "KernelSpec", settings: "Settings") -> "BuildPlan":
 def source_key(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings",
                hashes: dict[str, str] | None = None) -> str:
     """The toolchain-free source key of ``spec`` (see ``source_key.source_key``) with its kind's facts."""
-    from ..source_key import source_key as _source_key
+    from ..level1 import canonical_hash
+
+    return canonical_hash(source_inputs(spec, archs, tvm_version, settings, hashes))
+
+
+def source_inputs(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings",
+                  hashes: dict[str, str] | None = None, native_cpu: list[str] | None = None) -> dict:
+    """What :func:`source_key` hashes, in clear (``source_key.source_inputs``)."""
+    from ..source_key import source_inputs as _source_inputs
 
     kind = of(spec.kind)
-    return _source_key(spec, archs, tvm_version, settings, kind.key_inputs(), kind.verbatim_flags, hashes)
+    return _source_inputs(spec, archs, tvm_version, settings, kind.key_inputs(), kind.verbatim_flags, hashes,
+                          native_cpu)
 
 
 def label(name: str) -> str:

@@ -4,8 +4,10 @@ An artifact root has the cache's entry layout; its manifests were made relocatab
 root was written (``kernelcache build``, see ``kernelcache.export``). Roots come from
 ``Settings.prebuilt`` and from installed companion packages that register an entry point in
 the group ``kernelcache.prebuilt`` (a callable returning the root). An artifact is used only if
-it validates against *this* installation (``validate.installation_refusal``), then bytes,
-identity and schemas like any entry.
+it validates against *this* installation (``validate.installation_refusal``) and is *this*
+build: its recorded source key, the key the fleet indexes by, is the one this host computes for
+the spec (flags, defines, include dirs and link line included: ``validate.build_refusal``);
+then bytes, identity and schemas like any entry.
 """
 from __future__ import annotations
 
