@@ -31,6 +31,8 @@ MEMOS = {
     "native.py": {"native.cpu_features"},
     "flashinfer/_gate.py": {"flashinfer.said"},
     "flashinfer/_route.py": {"flashinfer.loaded"},
+    "sglang/_gate.py": {"sglang.said"},
+    "sglang/_route.py": {"sglang.loaded"},
     "kinds/flashinfer.py": {"kinds.flashinfer.record"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
