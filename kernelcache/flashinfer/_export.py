@@ -10,62 +10,19 @@ FlashInfer's version, which a serving host checks before use (``kinds/flashinfer
 """
 from __future__ import annotations
 
-import ast
-import importlib
-import os
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..dropin import named_call
 from . import _gate, _route
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
 
 
-def _literal(node: ast.AST, text: str) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise ValueError(f"{text!r}: arguments must be literals (strings, numbers, lists...)") from None
-
-
-def _import(mod_name: str) -> Any:
-    """``mod_name``, found as ``python -m`` would: the working directory is tried when it is not
-    importable as is (``kernelcache build --flashinfer app.kernels:gen`` at a project's root; the
-    console script's ``sys.path`` starts at its own directory), as ``--spec`` does."""
-    try:
-        return importlib.import_module(mod_name)
-    except ModuleNotFoundError as e:
-        here = os.getcwd()
-        if e.name not in (mod_name, mod_name.split(".")[0]) or here in sys.path:
-            raise
-        sys.path.insert(0, here)
-        return importlib.import_module(mod_name)
-
-
 def resolve(text: str) -> list[Any]:
     """The ``JitSpecNvcc`` list a ``MODULE:FUNCTION[(ARGS)]`` string names."""
-    mod_name, sep, call = text.partition(":")
-    if not sep or not mod_name or not call:
-        raise ValueError(f"{text!r}: expected MODULE:FUNCTION or MODULE:FUNCTION(ARGS)")
-    try:
-        node = ast.parse(call.strip(), mode="eval").body
-    except SyntaxError as e:
-        raise ValueError(f"{text!r}: {e.msg}") from None
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    if isinstance(node, ast.Call):
-        args = [_literal(a, text) for a in node.args]
-        kwargs = {k.arg: _literal(k.value, text) for k in node.keywords if k.arg}
-        if len(kwargs) != len(node.keywords):
-            raise ValueError(f"{text!r}: **kwargs are not supported")
-        node = node.func
-    if not isinstance(node, ast.Name):
-        raise ValueError(f"{text!r}: expected a function name after ':'")
-    fn = getattr(_import(mod_name), node.id, None)
-    if not callable(fn):
-        raise ValueError(f"{text!r}: {mod_name} has no function {node.id!r}")
+    fn, args, kwargs = named_call.resolve(text)
     got = fn(*args, **kwargs)
     from flashinfer.jit.core import JitSpecNvcc
 

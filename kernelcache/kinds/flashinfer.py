@@ -25,15 +25,11 @@ import base64
 import hashlib
 import os
 import sys
-from pathlib import Path
-from typing import Any
 
 from .. import process_state, validate
-from ..errors import BuildError
 from ..installed import editable
 from ..manifest import Manifest
-from ..spec import KernelSpec
-from .tvm_ffi import TvmFfi
+from .tvm_ffi import ForeignJitModule
 
 
 VERSION_LABEL = "flashinfer_version"
@@ -140,38 +136,13 @@ def version_refusal(m: Manifest) -> validate.Rejection | None:
     return validate.Rejection("installation", f"{line}, another build: its header {differ[0]}{more} differs")
 
 
-class FlashInferModule(TvmFfi):
+class FlashInferModule(ForeignJitModule):
     name = "flashinfer"
     label = "FlashInfer JIT module"
     report_label = "flashinfer"
-    verbatim_flags = True
-    recall_load = "lazy"  # as admit() below loads it (a local entry carries no version label)
 
-    def key_inputs(self) -> dict[str, str]:
-        return {"kind": self.name}
-
-    def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
-        """The exported schemas of the freshly linked module, loaded as FlashInfer loads it."""
-        import tvm_ffi
-
-        try:
-            mod = tvm_ffi.load_module(str(so_path))
-        except Exception as e:  # noqa: BLE001 - any load failure fails the build
-            raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
-        return validate.exported_schemas(mod, list(spec.functions)), None
-
-    def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, validate.Rejection | None]:
-        import tvm_ffi
-
-        rej = version_refusal(m)
-        if rej is not None:
-            return None, rej
-        try:
-            mod = tvm_ffi.load_module(str(path))
-        except Exception as e:  # noqa: BLE001 - any load failure is a rejection
-            return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
-        rej, _ = validate.after_dlopen(spec, m, mod, path, m.identity)
-        return (None, rej) if rej else (mod, None)
+    def version_refusal(self, m: Manifest) -> validate.Rejection | None:
+        return version_refusal(m)
 
 
 KIND = FlashInferModule()

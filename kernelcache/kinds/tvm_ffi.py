@@ -56,4 +56,44 @@ class TvmFfi(Kind):
         return (None, rej) if rej else (mod, None)
 
 
+class ForeignJitModule(TvmFfi):
+    """A tvm-ffi module built from another JIT's complete command lines (FlashInfer's, SGLang's):
+    flags used verbatim, loaded as that JIT loads it (``tvm_ffi.load_module``, symbols resolved
+    lazily), an exported entry checked against the installed JIT first (``version_refusal``).
+    One class, so the two routes' kinds differ only in what is theirs."""
+
+    verbatim_flags = True
+    recall_load = "lazy"  # as admit() below loads it
+
+    def key_inputs(self) -> dict[str, str]:
+        return {"kind": self.name}
+
+    def version_refusal(self, m: Manifest) -> validate.Rejection | None:
+        """Why an exported entry may not be used with the installed JIT (None: it may)."""
+        return None
+
+    def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
+        """The exported schemas of the freshly linked module, loaded as the foreign JIT loads it."""
+        import tvm_ffi
+
+        try:
+            mod = tvm_ffi.load_module(str(so_path))
+        except Exception as e:  # noqa: BLE001 - any load failure fails the build
+            raise BuildError(spec.name, "<load check>", f"the linked module does not load: {e}") from None
+        return validate.exported_schemas(mod, list(spec.functions)), None
+
+    def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, validate.Rejection | None]:
+        import tvm_ffi
+
+        rej = self.version_refusal(m)
+        if rej is not None:
+            return None, rej
+        try:
+            mod = tvm_ffi.load_module(str(path))
+        except Exception as e:  # noqa: BLE001 - any load failure is a rejection
+            return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
+        rej, _ = validate.after_dlopen(spec, m, mod, path, m.identity)
+        return (None, rej) if rej else (mod, None)
+
+
 KIND = TvmFfi()

@@ -11,47 +11,19 @@ calls loaded is one row. Arguments are read with ``ast.literal_eval``, never eva
 """
 from __future__ import annotations
 
-import ast
-import importlib
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..dropin import named_call
 from . import _gate, _patch, _route
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
 
 
-def _literal(node: ast.AST, text: str) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise ValueError(f"{text!r}: arguments must be literals (strings, numbers, lists...)") from None
-
-
 def factory(text: str) -> tuple[Callable[..., Any], list[Any], dict[str, Any]]:
     """The function a ``MODULE:FUNCTION[(ARGS)]`` string names, with its literal arguments."""
-    mod_name, sep, call = text.partition(":")
-    if not sep or not mod_name or not call:
-        raise ValueError(f"{text!r}: expected MODULE:FUNCTION or MODULE:FUNCTION(ARGS)")
-    try:
-        node = ast.parse(call.strip(), mode="eval").body
-    except SyntaxError as e:
-        raise ValueError(f"{text!r}: {e.msg}") from None
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    if isinstance(node, ast.Call):
-        if any(k.arg is None for k in node.keywords):
-            raise ValueError(f"{text!r}: **kwargs are not supported")
-        args = [_literal(a, text) for a in node.args]
-        kwargs = {str(k.arg): _literal(k.value, text) for k in node.keywords}
-        node = node.func
-    if not isinstance(node, ast.Name):
-        raise ValueError(f"{text!r}: expected a function name after ':'")
-    fn = getattr(importlib.import_module(mod_name), node.id, None)
-    if not callable(fn):
-        raise ValueError(f"{text!r}: {mod_name} has no function {node.id!r}")
-    return fn, args, kwargs
+    return named_call.resolve(text)
 
 
 def built(texts: list[str], s: "Settings") -> list[dict]:

@@ -6,7 +6,6 @@ further request. Counts and order are asserted, never durations.
 """
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
