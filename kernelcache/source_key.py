@@ -4,7 +4,8 @@ and what an entry built elsewhere (a prebuilt root, a companion wheel, the fleet
 Serving hosts may have no compiler, so the remote cannot be indexed by the level-1 key (it
 hashes tool identities). The same key decides whether an artifact built on another machine is
 *this* build: one owner of "the same build" (the sources, the spec's flags, defines, include
-dirs and link line, the arch, the tvm-ffi ABI, the kind's facts), so an input added to the key
+dirs and link line, the arch, the tvm-ffi ABI, the kind's facts, the compiler environment
+variables every compile here reads), so an input added to the key
 is checked by every place at once. Its inputs are recorded in clear in each manifest
 (``Manifest.skey_inputs``), so a refusal names what differs (:func:`diff`).
 """
@@ -13,12 +14,20 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from . import native
+from . import native, toolchain
 from .anchors import anchor_text, anchors_of
 from .level1 import KEY_FORMAT, canonical_hash, extra_inputs, source_hashes, tvm_abi
 from .plan import ROOT
 from .settings import Settings
 from .spec import KernelSpec
+
+
+# The compiler environment that changes what a compile of the same command line produces (header
+# search, appended flags), part of every compile here as of the local key: a build elsewhere made
+# without it is not this host's build. Left out: where tools and link-time libraries are found
+# (LIBRARY_PATH is set by CUDA images on serving hosts that never compile; the tools are checked
+# by the local key alone, which a host without them cannot compute).
+CODE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 
 
 def source_inputs(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings,
@@ -43,6 +52,9 @@ def source_inputs(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, se
         "arch": list(archs) if spec.is_cuda else [], "tvm_ffi_abi": tvm_abi(tvm_version),
         "functions": dict(spec.functions), "buster": settings.cache_buster,
     }
+    env = {k: v for k, v in toolchain.env_inputs().items() if k in CODE_ENV}
+    if env:  # (absent when unset: keys of hosts that set none are unchanged)
+        data["env"] = env
     if _has_native(spec):
         data["native_cpu"] = sorted(native.cpu_features()) if native_cpu is None else list(native_cpu)
     data.update(extra_inputs(spec, kind_inputs))
@@ -79,7 +91,7 @@ def _has_native(spec: KernelSpec) -> bool:
 _FLAG_LISTS = ("cflags", "cuda_cflags", "ldflags")
 _WORDS = {"include_dirs": "include dirs", "system_include_dirs": "system include dirs", "arch": "arch",
           "tvm_ffi_abi": "tvm-ffi ABI", "buster": "cache buster (KERNELCACHE_CACHE_BUSTER)",
-          "native_cpu": "CPU features (-march=native)", "functions": "function schemas", "extra_abi": "ABI facts"}
+          "native_cpu": "CPU features (-march=native)", "env": "compiler environment (CPATH, NVCC_APPEND_FLAGS, ...)", "functions": "function schemas", "extra_abi": "ABI facts"}
 
 
 def _only(a: list, b: list) -> list:

@@ -273,3 +273,36 @@ def test_a_multi_arch_root_serves_each_arch_and_only_its_own_flags(kc_env, tmp_p
     kc.reset_process_state()
     with pytest.raises(kc.CacheMissError, match=r"built for arch \['10.0', '9.0'\], this machine needs \['8.0'\]"):
         kc.load(spec(2))
+
+
+def test_a_compiler_environment_variable_is_part_of_the_build_a_root_must_match(kc_env, tmp_path, monkeypatch):
+    """``NVCC_APPEND_FLAGS`` (like ``CPATH`` ...) changes every compile of this host, as the local key
+    says: a root built without it is not this host's build. With a compiler the kernel is built
+    here (the appended define wins: 7, never the root's 2); without, the error names the variable."""
+    try:
+        toolchain.find_cuda_home()
+    except kc.ToolchainError:
+        pytest.skip("no CUDA toolkit to build the CUDA artifact")
+    proj = _project(tmp_path / "proj")
+    (proj / "k.cu").write_text(CU)
+    root = tmp_path / "cuda_artifacts"
+    _build_root(kc_env, proj, root, "--spec", "kcspecs:cuda_specs", "--arch", "9.0")
+    spec = kc.KernelSpec(name="cufactor", sources=["k.cu"], root=proj, cuda_cflags=["-DFACTOR=2"],
+                         functions={"factor": "Callable[[], int]"})
+    shutil.rmtree(kc_env.cache)
+    monkeypatch.setenv("KERNELCACHE_PREBUILT", str(root))
+    monkeypatch.setenv("KERNELCACHE_CUDA_ARCH", "9.0")
+    kc.reset_process_state()
+    mod, res = kc.load_with_result(spec)
+    assert res.status == "prebuilt" and mod.factor() == 2  # nothing set: the root's build is this one
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-UFACTOR -DFACTOR=7")
+    monkeypatch.setenv("KERNELCACHE_NO_BUILD", "1")
+    kc.reset_process_state()
+    with pytest.raises(kc.CacheMissError) as ei:
+        kc.load(spec)
+    assert "compiler environment (CPATH, NVCC_APPEND_FLAGS, ...)" in str(ei.value), str(ei.value)
+    assert "NVCC_APPEND_FLAGS" in str(ei.value)
+    monkeypatch.delenv("KERNELCACHE_NO_BUILD")
+    kc.reset_process_state()
+    mod, res = kc.load_with_result(spec)
+    assert res.status == "built" and mod.factor() == 7, res.status
