@@ -32,3 +32,11 @@ def classify(spec_name: str, cache_dir: Path, bdir: Path, err: BaseException) ->
 def _under(path: str, cache_dir: Path) -> bool:
     base = str(cache_dir).rstrip(os.sep) + os.sep
     return os.path.abspath(path).startswith(base)
+
+
+def failure_text(e: BaseException) -> str:
+    """What a failed build's event says: the error, or that the build was interrupted (Ctrl-C, a
+    signal's exit: their exceptions carry no text, so the log read ``error: ""``)."""
+    if isinstance(e, Exception):
+        return str(e) or type(e).__name__
+    return f"interrupted ({type(e).__name__}{': ' + str(e) if str(e) else ''})"

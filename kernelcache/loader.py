@@ -131,14 +131,6 @@ def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fie
 
 
 # -- building ------------------------------------------------------------------------------------
-def _failure_text(e: BaseException) -> str:
-    """What a failed build's event says: the error, or that the build was interrupted (Ctrl-C, a
-    signal's exit: their exceptions carry no text, so the log read ``error: ""``)."""
-    if isinstance(e, Exception):
-        return str(e) or type(e).__name__
-    return f"interrupted ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
-
-
 def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
            ) -> tuple[Any, Entry, validate.Rejection | None]:
     """Build privately, pass the one door in the build dir (rejected: nothing kept), publish
@@ -173,11 +165,12 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
                 raise SchemaMismatch(spec.name, rej.mismatches, where="freshly built from the current sources")
             raise BuildError(spec.name, "<post-link check>", str(rej))
     except BaseException as e:
-        events.emit(events.Event.BUILD_FAILED, name=spec.name, seconds=time.monotonic() - t0,
-                    error=_failure_text(e)[:500], interrupted=not isinstance(e, Exception))
         import shutil
 
-        from .build_faults import classify
+        from .build_faults import classify, failure_text
+
+        events.emit(events.Event.BUILD_FAILED, name=spec.name, seconds=time.monotonic() - t0,
+                    error=failure_text(e)[:500], interrupted=not isinstance(e, Exception))
 
         better = classify(spec.name, ctx.s.cache_dir, bdir, e)  # the cache removed under it, a write failed
         shutil.rmtree(bdir, ignore_errors=True)
@@ -405,10 +398,3 @@ def warm(specs: Iterable[KernelSpec], jobs: int | None = None, settings: Setting
             ex.shutdown(wait=True, cancel_futures=True)
             interrupt.clear()
             raise
-
-
-def explain(spec: KernelSpec, settings: Settings | None = None) -> dict:
-    """See ``kernelcache.diagnose.explain`` (read-only: what a load would do, and why)."""
-    from .diagnose import explain as _explain
-
-    return _explain(spec, settings)
