@@ -76,9 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an SGLang kernel factory whose load_jit modules to export, built through the SGLang "
                    "route, e.g. 'sglang.kernels.ops.speculative.ngram_corpus:get_ngram_corpus_cls' (repeatable)")
     b.set_defaults(fn=cmd_build)
-    pk = sub.add_parser("pack", help="pack an artifact root into a companion wheel")
+    pk = sub.add_parser("pack", help="pack an artifact root into a companion wheel (or, with --oci DIR, an OCI "
+                        "image layout)")
     pk.add_argument("root")
-    pk.add_argument("--tag", required=True, help="wheel name suffix, e.g. sm90")
+    pk.add_argument("--tag", default=None, help="wheel name suffix, e.g. sm90 (required for a wheel); with --oci "
+                    "the image's tag (default: latest)")
+    pk.add_argument("--oci", default=None, metavar="DIR", help="write an OCI image layout (oci-layout, index.json, "
+                    "blobs/sha256) holding the root as one layer, instead of a wheel: push it with any OCI tool")
     pk.add_argument("--out", default="dist")
     pk.add_argument("--version", default="0.1.0")
     pk.set_defaults(fn=cmd_pack)

@@ -133,6 +133,20 @@ def cmd_build(args) -> int:
 
 
 def cmd_pack(args) -> int:
+    from .cache import usage_error
+
+    if args.oci:
+        from ..export_oci import OciLayoutError, pack_oci
+
+        try:
+            desc = pack_oci(Path(args.root), Path(args.oci), args.tag or "latest")
+        except OciLayoutError as e:
+            return usage_error(str(e))
+        print(f"{args.oci}:{desc['annotations']['org.opencontainers.image.ref.name']} {desc['digest']} "
+              f"{desc['size']}")
+        return 0
+    if not args.tag:
+        return usage_error("pack needs --tag (the wheel's name suffix, e.g. sm90), or --oci DIR")
     from ..export import pack_wheel
 
     print(pack_wheel(Path(args.root), Path(args.out), args.tag, args.version))
