@@ -1,4 +1,8 @@
-"""First load of SGLang's n-gram corpus module: SGLang's own JIT cache vs the route.
+"""First load of an SGLang JIT module: SGLang's own JIT cache vs the route.
+
+``--module ngram`` (default): the n-gram corpus (C++, five sources). ``--module cutlass``:
+``moe_finalize_fuse_shared`` (one CUDA unit with SGLang's registered CUTLASS headers, found in
+FlashInfer's ``data/cutlass``), built for the GPU it runs on (or ``--arch 9.0`` without one).
 
 Every figure is one fresh interpreter; ``load`` is the ``get_ngram_corpus_cls()`` call (SGLang's
 ``load_jit("ngram_corpus", ...)`` and the class registration), timed inside the child after
@@ -12,7 +16,7 @@ import hook runs during them). ``process`` is the child's whole wall time.
   case). Sides alternate, ``--reps`` each; medians reported. ``--cold-reps 0`` with the ``--dir``
   of an earlier run measures the warm phase again on its caches.
 
-    python benchmarks/bench_sglang.py [--reps 9] [--cold-reps 3] [--dir D]
+    python benchmarks/bench_sglang.py [--module ngram|cutlass] [--arch 9.0] [--reps 9] [--cold-reps 3] [--dir D]
 
 kernelcache is byte-compiled first (an installed package has its ``.pyc``; SGLang's were written
 by pip). Not a test.
@@ -32,7 +36,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CHILD = """
+CHILDREN = {
+    "ngram": """
 import json, time
 t0 = time.perf_counter()
 from sglang.kernels.ops.speculative import ngram_corpus as ops
@@ -41,7 +46,22 @@ ops.get_ngram_corpus_cls()
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "load": t2 - t1,
                   "routed": bool(getattr(ops.load_jit, "__kernelcache_dropin__", False))}))
-"""
+""",
+    "cutlass": """
+import contextlib, json, os, time
+t0 = time.perf_counter()
+from sglang.kernels.ops.moe import moe_finalize_fuse_shared as ops
+from sglang.kernels.jit.utils import override_jit_cuda_arch
+t1 = time.perf_counter()
+arch = os.environ.get("BENCH_SGLANG_ARCH")
+with (override_jit_cuda_arch(*map(int, arch.split("."))) if arch else contextlib.nullcontext()):
+    ops._jit_module()
+t2 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "load": t2 - t1,
+                  "routed": bool(getattr(ops.load_jit, "__kernelcache_dropin__", False))}))
+""",
+}
+CHILD = CHILDREN["ngram"]
 
 
 def child(route: bool, kc: Path, sg: Path) -> dict:
@@ -67,7 +87,13 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--cold-reps", type=int, default=3)
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--module", choices=sorted(CHILDREN), default="ngram")
+    ap.add_argument("--arch", default=None, help="cutlass: build for this arch (e.g. 9.0) without a GPU")
     ns = ap.parse_args()
+    global CHILD
+    CHILD = CHILDREN[ns.module]
+    if ns.arch:
+        os.environ["BENCH_SGLANG_ARCH"] = ns.arch
     compileall.compile_dir(str(REPO / "kernelcache"), quiet=1)
     base = ns.dir or Path(tempfile.mkdtemp(prefix="kc-bench-sglang-"))
     base.mkdir(parents=True, exist_ok=True)
@@ -98,7 +124,8 @@ def main() -> int:
         row["load_ratio"] = row["route_load_s"] / row["own_load_s"]
         row["process_ratio"] = row["route_process_s"] / row["own_process_s"]
         summary[phase] = row
-    (base / "bench_sglang.json").write_text(json.dumps({"runs": res, "summary": summary}, indent=1))
+    (base / "bench_sglang.json").write_text(json.dumps({"module": ns.module, "runs": res, "summary": summary},
+                                                       indent=1))
     print(f"results: {base / 'bench_sglang.json'}")
     for phase, row in summary.items():
         print(f"{phase:5}  load: SGLang {row['own_load_s'] * 1e3:9.1f} ms  route {row['route_load_s'] * 1e3:9.1f} ms  "

@@ -1,15 +1,19 @@
-"""Run SGLang's own n-gram corpus tests plain and through the route, and compare their outcomes.
+"""Run SGLang's own JIT-kernel tests plain and through the route, and compare their outcomes.
 
-They are never copied into this repository: fetch ``test/registered/spec/utils/test_ngram_corpus.py``
-from sgl-project/sglang into a directory outside it and point this script at it::
+They are never copied into this repository: fetch SGLang test files (e.g.
+``test/registered/spec/utils/test_ngram_corpus.py``, or on a GPU machine the JIT-kernel tests of a
+set of modules) from sgl-project/sglang into a directory outside it and point this script at it::
 
-    python tests/sglang/upstream_suite.py /tmp/sglang-tests
+    python tests/sglang/upstream_suite.py /tmp/sglang-tests [--warm] [--json OUT]
 
 Each run gets fresh caches and a fresh copy of the directory: ``plain`` runs SGLang's own JIT
 (``SGLANG_JIT_CACHE_DIR``), ``routed`` the same tests under ``python -m kernelcache.sglang -m
 pytest`` (``load_jit`` through kernelcache). The suite passes when every test has the same
 outcome in both runs, the routed run built through kernelcache (an entry in its cache) and left
-SGLang's cache directory uncreated, and the plain run wrote no kernelcache entry.
+SGLang's cache directory uncreated, and the plain run wrote no kernelcache entry. ``--warm``
+adds a third run: routed again on the routed run's kernelcache cache with a fresh
+``SGLANG_JIT_CACHE_DIR``; it must give the same outcomes with 0 builds (``build_done`` events in
+its ``KERNELCACHE_LOG`` file).
 
 ``sglang.test.test_utils`` (the tests' ``CustomTestCase``) imports SGLang's serving stack down to
 torchvision; where that import fails (a CPU-only torch without a matching torchvision), a
@@ -19,6 +23,7 @@ every n-gram code path SGLang's own. Exit status: 0 when the outcomes match.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -56,17 +61,17 @@ def _outcomes(junit: Path) -> dict[str, str]:
     return out
 
 
-def run(tests: Path, mode: str, work: Path) -> tuple[dict[str, str], Path, Path, str]:
+def run(tests: Path, mode: str, work: Path, kc: Path | None = None) -> tuple[dict[str, str], Path, Path, str]:
     copy = work / f"{mode}-tests"
     shutil.copytree(tests, copy)
     (copy / "conftest.py").write_text(STAND_IN)
-    kc, sg = work / f"{mode}-kernelcache", work / f"{mode}-sglang-jit"
+    kc, sg = kc or work / f"{mode}-kernelcache", work / f"{mode}-sglang-jit"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "SGLANG_"))}
-    env.update({"KERNELCACHE_DIR": str(kc), "SGLANG_JIT_CACHE_DIR": str(sg),
+    env.update({"KERNELCACHE_DIR": str(kc), "SGLANG_JIT_CACHE_DIR": str(sg), "KERNELCACHE_LOG": str(work / f"{mode}.log"),
                 "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", "")})
     junit = work / f"{mode}.xml"
     pytest = ["-m", "pytest", str(copy), "-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={junit}"]
-    argv = [sys.executable, *(["-m", "kernelcache.sglang"] if mode == "routed" else []), *pytest]
+    argv = [sys.executable, *(["-m", "kernelcache.sglang"] if mode != "plain" else []), *pytest]
     p = subprocess.run(argv, env=env, cwd=str(work), capture_output=True, text=True, timeout=3600)
     tail = (p.stdout + p.stderr)[-3000:]
     if not junit.exists():
@@ -74,12 +79,21 @@ def run(tests: Path, mode: str, work: Path) -> tuple[dict[str, str], Path, Path,
     return _outcomes(junit), kc, sg, tail
 
 
+def _builds(log: Path) -> int:
+    """``build_done`` events a run's KERNELCACHE_LOG file holds (0 when it wrote none)."""
+    if not log.exists():
+        return 0
+    return sum(json.loads(line).get("event") == "build_done" for line in log.read_text().splitlines() if line.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("tests", type=Path, help="a directory holding SGLang's test_ngram_corpus.py")
+    ap.add_argument("tests", type=Path, help="a directory holding SGLang test files (test_*.py)")
+    ap.add_argument("--warm", action="store_true", help="a third, routed run on the routed cache: 0 builds")
+    ap.add_argument("--json", type=Path, default=None, help="write per-test outcomes and counts here")
     ns = ap.parse_args(argv)
-    if not (ns.tests / "test_ngram_corpus.py").is_file():
-        print(f"{ns.tests}: no test_ngram_corpus.py", file=sys.stderr)
+    if not list(ns.tests.glob("test_*.py")):
+        print(f"{ns.tests}: no test_*.py", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="kc-sglang-upstream-") as tmp:
         work = Path(tmp)
@@ -87,13 +101,26 @@ def main(argv: list[str] | None = None) -> int:
         routed, routed_kc, routed_sg, routed_tail = run(ns.tests, "routed", work)
         entries = sorted(p.name for p in (routed_kc / "v1" / "entries").glob("*")) if routed_kc.exists() else []
         plain_entries = list((plain_kc / "v1" / "entries").glob("*")) if plain_kc.exists() else []
-        differ = sorted(k for k in set(plain) | set(routed) if plain.get(k) != routed.get(k))
-        counts = {m: {s: list(o.values()).count(s) for s in sorted(set(o.values()))} for m, o in
-                  (("plain", plain), ("routed", routed))}
-        print(f"plain:  {counts['plain']}\nrouted: {counts['routed']}\nkernelcache entries (routed): {entries}")
+        runs = {"plain": plain, "routed": routed}
+        builds = {"routed": _builds(work / "routed.log")}
+        if ns.warm:
+            warm, _, warm_sg, warm_tail = run(ns.tests, "warm", work, kc=routed_kc)
+            runs["warm"] = warm
+            builds["warm"] = _builds(work / "warm.log")
+            routed_tail += f"\n--- warm ---\n{warm_tail}"
+        differ = sorted(k for k in set().union(*runs.values()) if len({o.get(k) for o in runs.values()}) > 1)
+        counts = {m: {s: list(o.values()).count(s) for s in sorted(set(o.values()))} for m, o in runs.items()}
+        for m in runs:
+            print(f"{m + ':':8}{counts[m]}" + (f"  builds: {builds[m]}" if m in builds else ""))
+        print(f"kernelcache entries (routed): {entries}")
         ok = not differ and bool(entries) and not routed_sg.exists() and not plain_entries and bool(plain)
+        if ns.warm:
+            ok = ok and builds["warm"] == 0 and not warm_sg.exists()
+        if ns.json:
+            ns.json.write_text(json.dumps({"outcomes": runs, "counts": counts, "builds": builds,
+                                           "entries": entries, "differ": differ, "ok": ok}, indent=1, sort_keys=True))
         for k in differ:
-            print(f"  differs: {k}: plain {plain.get(k)}, routed {routed.get(k)}")
+            print(f"  differs: {k}: " + ", ".join(f"{m} {o.get(k)}" for m, o in runs.items()))
         if routed_sg.exists():
             print("  the routed run created SGLANG_JIT_CACHE_DIR")
         if not ok:
