@@ -23,6 +23,8 @@ class SessionPlugin:
 
     def __init__(self, state: SessionState):
         self.st = state
+        # --kc-build-only's exit status and closing line, once its kernels are built
+        self._build_only_end: tuple[pytest.ExitCode, str] | None = None
 
     # -- session start: declare, warm ----------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -46,7 +48,9 @@ class SessionPlugin:
             kernels.warm(st.declared, "controller")
 
     def _build_only(self, session: pytest.Session) -> None:
-        """Fill the cache and exit before collection (sessionfinish will not run: report now)."""
+        """Fill the cache; the session then ends without collecting or running a test, through
+        pytest's ordinary finish (report, summary, our own last line), not ``pytest.exit``, whose
+        ``_pytest.outcomes.Exit`` banner users read as a crash."""
         st = self.st
         if not st.declared:
             raise pytest.UsageError(
@@ -54,16 +58,26 @@ class SessionPlugin:
                 "kernelcache_kernels, kernelcache_specs or kernel markers)")
         st.kernels.warm(st.declared, "controller", build_only=True)
         results = st.kernels.results.values()
-        failed = [r for r in results if r["status"] == "failed"]
-        report.write_json(st, session, exitstatus=1 if failed else 0)
-        tr = session.config.pluginmanager.get_plugin("terminalreporter")
-        if tr is not None:
-            report.write_terminal(tr, st)
-        report.write_step_summary(st)
+        failed = sum(r["status"] == "failed" for r in results)
         counts = Counter(r["status"] for r in results)
-        msg = (f"kernelcache --kc-build-only: {len(results) - len(failed)} of {len(results)} kernel(s) ready ("
-               + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ")")
-        pytest.exit(msg, returncode=1 if failed else 0)
+        self._build_only_end = (
+            pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK,
+            f"kernelcache --kc-build-only: {len(results) - failed} of {len(results)} kernel(s) ready ("
+            + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + ")")
+
+    def pytest_plugin_registered(self, plugin: object, plugin_name: str, manager: Any) -> None:
+        """``--kc-build-only`` under ``-n N``: the controller builds and no xdist worker starts
+        (xdist's session would spawn them, each collecting every test file, for nothing)."""
+        if plugin_name == "dsession" and self.st.opt("build_only") and not self.st.is_worker:
+            manager.unregister(plugin)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> bool | None:
+        return True if self._build_only_end else None  # build-only: no test is collected
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        return True if self._build_only_end else None
 
     # -- collection: gates, late warming -------------------------------------------------------
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
@@ -168,6 +182,11 @@ class SessionPlugin:
         if st.is_worker:
             session.config.workeroutput[PLUGIN_NAME] = xdist.worker_output(st)  # type: ignore[attr-defined]
             return
+        if self._build_only_end:  # every kernel asked for counts: 1 when one failed, else 0
+            session.exitstatus = self._build_only_end[0]
+            report.write_json(st, session, int(session.exitstatus))
+            report.write_step_summary(st)
+            return
         # A failed kernel fails the session when it was declared, or a test that ran needed it
         # (a CUDA kernel that only skipped GPU tests name does not fail a CPU run).
         needed = outcomes.needed_kernels(st.tests)
@@ -187,3 +206,6 @@ class SessionPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if not self.st.is_worker:
             report.write_terminal(terminalreporter, self.st)
+        if self._build_only_end:
+            terminalreporter.write_line(self._build_only_end[1], bold=True,
+                                        **({"red": True} if self._build_only_end[0] else {"green": True}))

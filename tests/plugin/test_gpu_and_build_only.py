@@ -134,6 +134,7 @@ def test_build_only_compiles_cuda_kernel_without_gpu_and_exits_0(kcp, monkeypatc
     out = r.stdout.str()
     assert "tests must not run" not in out
     r.stdout.fnmatch_lines(["kc_scale_cu *built*controller*", "*--kc-build-only: 1 of 1 kernel(s) ready (1 built)*"])
+    _ends_with_our_line_only(r, "kernelcache --kc-build-only: 1 of 1 kernel(s) ready (1 built)")
     data = json.loads(report.read_text())
     k = data["kernels"][0]
     assert k["status"] == "built" and data["session"]["build_only"] is True and data["tests"] == []
@@ -150,6 +151,29 @@ def test_build_only_fails_when_a_kernel_fails(kcp):
     r = kcp.run("-p", "kernelcache", "--kc-build-only")
     assert r.ret == 1
     r.stdout.fnmatch_lines(["kc_broken *failed*BuildError*", "*0 of 1 kernel(s) ready (1 failed)*"])
+    _ends_with_our_line_only(r, "kernelcache --kc-build-only: 0 of 1 kernel(s) ready (1 failed)")
+
+
+def test_build_only_under_xdist_builds_in_the_controller_and_starts_no_worker(kcp):
+    """``-n 2`` in addopts is common: build-only must not spawn workers that collect every test
+    file (a test module that fails to import would fail the build job), and ends as without xdist."""
+    kcp.pytester.makeini("[pytest]\nkernelcache_specs = kcspecs:broken_specs\n")
+    kcp.pytester.makepyfile(test_unimportable="raise ImportError('collected by a worker')")
+    r = kcp.run("-p", "xdist", "-n", "2", "-p", "kernelcache", "--kc-build-only")
+    assert r.ret == 1, r.stdout.str() + r.stderr.str()
+    out = r.stdout.str() + r.stderr.str()
+    assert "collected by a worker" not in out and "gw0" not in out and "workers" not in out, out
+    r.stdout.fnmatch_lines(["kc_broken *failed*BuildError*"])
+    _ends_with_our_line_only(r, "kernelcache --kc-build-only: 0 of 1 kernel(s) ready (1 failed)")
+
+
+def _ends_with_our_line_only(r: pytest.RunResult, line: str) -> None:
+    """The session ends on kernelcache's own line: no pytest internals (``_pytest.outcomes.Exit``,
+    ``Exit:``, the ``!!!`` interruption banner) and no second copy of the line."""
+    out, err = r.stdout.str(), r.stderr.str()
+    for internal in ("_pytest.outcomes", "Exit:", "!!!!", "Interrupted", "INTERNALERROR"):
+        assert internal not in out + err, out + err
+    assert (out + err).count(line) == 1, out + err
 
 
 def test_build_only_without_kernels_is_a_usage_error(plain):
