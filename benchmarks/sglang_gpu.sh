@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SGLang's own JIT on the lent GPU machine (issue 41's GPU part): SGLang's JIT-kernel tests plain vs
+# routed vs routed-warm, and the first-load benchmark of a CUTLASS module and the n-gram module.
+# Run from the project root there, with `.device` carried; what it needs lies in .device/sgl
+# (never committed): sglang-slim.tar.xz (the 0.5.23 wheel's Python tree and dist-info),
+# flashinfer-slim.tar.xz + cutlass.tar.xz (FlashInfer 0.7.4's headers, CUTLASS among them),
+# deps/ (cp312 wheels of what `import sglang` needs), tests/ and ngram-tests/ (SGLang's own test
+# files, fetched from sgl-project/sglang), kc-src.tar.gz (`git archive HEAD` of this project).
+#   bash benchmarks/sglang_gpu.sh setup|tests|bench     (results under $OUT, default /tmp/sglgpu/out)
+set -uo pipefail
+B=.device/sgl
+W=/tmp/sglgpu
+OUT=${OUT:-$W/out}
+mkdir -p "$OUT"
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PYTHONUNBUFFERED=1 PYTHONHASHSEED=0
+export PYTHONPATH="$W/src:$W/site"
+case "${1:-}" in
+setup)
+  rm -rf "$W/src" "$W/site"; mkdir -p "$W/src" "$W/site"
+  tar xzf "$B/kc-src.tar.gz" -C "$W/src"
+  for t in sglang-slim flashinfer-slim cutlass; do tar xJf "$B/$t.tar.xz" -C "$W/site"; done
+  python3 -m pip install -q --no-index --no-deps .device/wheels/apache_tvm_ffi-*.whl
+  # only what the machine lacks (an unpinned name an installed version satisfies is skipped)
+  python3 -m pip install -q --no-index --find-links "$B/deps" orjson psutil pybase64 pillow starlette \
+    msgspec pyzmq ipython aiohttp nvidia-ml-py einops tqdm tabulate packaging requests pydantic
+  nvidia-smi -L; python3 -c "import torch, tvm_ffi, sglang, flashinfer, kernelcache
+print('torch', torch.__version__, 'tvm_ffi', tvm_ffi.__version__, 'sglang', sglang.__version__, 'flashinfer', flashinfer.__version__, kernelcache.__file__)"
+  ;;
+tests)
+  python3 "$W/src/tests/sglang/upstream_suite.py" "$B/tests" --warm --json "$OUT/jit_tests.json"; echo "jit tests rc=$?"
+  python3 "$W/src/tests/sglang/upstream_suite.py" "$B/ngram-tests" --warm --json "$OUT/ngram_tests.json"; echo "ngram tests rc=$?"
+  ;;
+bench)
+  for m in ${BENCH_MODULES:-cutlass ngram}; do
+    rm -rf "$W/bench-$m"
+    python3 "$W/src/benchmarks/bench_sglang.py" --module "$m" --reps "${REPS:-9}" --cold-reps "${COLD_REPS:-2}" \
+      --dir "$W/bench-$m" && cp "$W/bench-$m/bench_sglang.json" "$OUT/bench_sglang_$m.json"
+  done
+  ;;
+*) echo "usage: $0 setup|tests|bench" >&2; exit 2 ;;
+esac
