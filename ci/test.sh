@@ -9,6 +9,8 @@ export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
 export KERNELCACHE_DIR="${KERNELCACHE_DIR:-$PWD/.kc-cache}"
 # the layering contracts (pyproject.toml [tool.importlinter]) before any test
 lint-imports --no-cache
+# the type checker over the whole package (pyproject.toml [tool.mypy]): 0 errors
+python -m mypy
 set +e
 python -m pytest -p kernelcache -n 2 tests "$@"
 rc=$?

@@ -88,7 +88,7 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
     stamp = _binary_stamp(entry) if check_sha and kind.stamp_binary else None
     if stamp is not None and entry.stat_cache().get(stamp[0]) == stamp[1]:
         check_sha = False
-    rej = validate.before_dlopen(spec, entry.head, entry.so_path, check_sha=check_sha)
+    rej = validate.before_dlopen(spec, entry.head, entry.so_path, check_sha=check_sha, checks=kind.checks)
     if rej:
         return None, rej
     with _state.lock:

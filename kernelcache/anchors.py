@@ -96,7 +96,7 @@ def python_include_dirs() -> tuple[str, ...]:
 def moving_anchors(spec: KernelSpec) -> list[tuple[str, str]]:
     """(``${ROOT}/../..``, realpath) for each of :func:`moving_dirs` (memoised per process)."""
     root = str(spec.root)
-    memo = (root, *spec.include_dirs, "", *spec.system_include_dirs)
+    memo = (root, *map(str, spec.include_dirs), "", *map(str, spec.system_include_dirs))
     hit = _moving.get(memo)
     if hit is None:
         hit = _moving[memo] = [(ROOT + "/" + os.path.relpath(d, root).replace(os.sep, "/"), d)
@@ -131,9 +131,8 @@ _pyinc: tuple[str, ...] | None = None
 
 def project_root(root: str) -> str | None:
     """The nearest directory at or above ``root`` holding ``.git`` (memoised per process)."""
-    hit = _project_roots.get(root, False)
-    if hit is not False:
-        return hit
+    if root in _project_roots:
+        return _project_roots[root]
     d, found = root, None
     while True:
         if os.path.exists(os.path.join(d, ".git")):

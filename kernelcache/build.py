@@ -26,9 +26,6 @@ class BuildOutput(FrozenRecord):
     """What one build made (a FrozenRecord: this module is imported on every cold build's
     critical path, and ``@dataclass`` costs ~1 ms of class creation there)."""
 
-    _FIELDS = ("dir", "entry_id", "identity", "deps", "absent", "so_sha256", "so_size", "seconds", "log",
-               "publishable", "not_publishable_reason", "timings")
-    _DEFAULTS = {"publishable": True, "not_publishable_reason": "", "timings": None}
     dir: Path
     entry_id: str
     identity: str
@@ -38,9 +35,9 @@ class BuildOutput(FrozenRecord):
     so_size: int
     seconds: float
     log: str
-    publishable: bool
-    not_publishable_reason: str
-    timings: dict | None
+    publishable: bool = True
+    not_publishable_reason: str = ""
+    timings: dict | None = None
 
 
 def _ninja_escape(s: str) -> str:

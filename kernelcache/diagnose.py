@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import kinds, level1, search, validate
-from .errors import ToolchainError
+from .errors import SpecError, ToolchainError
 from .events import Place
 from .settings import Settings, resolve
 from .spec import KernelSpec
@@ -30,7 +30,8 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
     look = search.Lookup(spec, s, LocalStore(s))
 
     def check(entry: Entry) -> tuple[Any, validate.Rejection | None]:  # the read-only acceptance step
-        rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True)
+        rej = validate.before_dlopen(spec, entry.manifest, entry.so_path, check_sha=True,
+                                     checks=kinds.of(spec.kind).checks)
         return (None, rej) if rej else (entry, None)
 
     pre = [{"entry": str(v.entry.path), "usable": v.module is not None, "reason": str(v.rejection or "")}
@@ -137,7 +138,12 @@ def explain_recorded(name: str, settings: Settings | None = None) -> dict[str, A
             found.append(("hit" if info.area == BUILT else "fetched", Entry(info.path, m)))
     for status, entry in found:
         m = entry.manifest
-        problem = validate.binary_problem(entry.so_path, list(m.schemas), m.so_size, m.so_sha256)
+        try:
+            checks = kinds.of(m.kind).checks
+        except SpecError as e:  # a kind this process does not know: a miss that says so
+            problem: str | None = str(e)
+        else:
+            problem = validate.binary_problem(entry.so_path, list(m.schemas), m.so_size, m.so_sha256, checks)
         if status == "prebuilt":
             out["prebuilt"].append({"entry": str(entry.path), "usable": problem is None, "reason": problem or ""})
         if problem is not None:

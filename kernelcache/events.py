@@ -147,7 +147,7 @@ def logging_to(target: str | None) -> Iterator[None]:
         _target.reset(token)
 
 
-def emit(event: str, **fields: Any) -> None:
+def emit(event: Event, **fields: Any) -> None:
     """Count an event (globally and per kernel) and log it to the current target."""
     name = fields.get("name")
     with _lock:
@@ -193,7 +193,7 @@ def emit(event: str, **fields: Any) -> None:
             pass
 
 
-def _human(event: str, f: dict) -> str:
+def _human(event: Event, f: dict) -> str:
     name = f.get("name", "?")
     texts = {
         Event.BUILD_START: lambda: f"building {name} ({f.get('reason', 'miss')}): "

@@ -14,7 +14,7 @@ import shutil
 import time
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from . import manifest as manifest_mod
 from . import toolchain
@@ -55,10 +55,11 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
 
     base = resolve(settings).replace(no_build=False, prebuilt=(), remote=RemoteSettings())
     out = Path(out).resolve()
-    report = []
+    report: list[dict[str, Any]] = []
     chosen = dict(specs) if specs is not None else shipped_specs(names, base)
     for name, spec in chosen.items():
-        for arch in (archs or [None]) if spec.is_cuda else [None]:
+        spec_archs: list[str | None] = [*archs] if archs and spec.is_cuda else [None]
+        for arch in spec_archs:
             if spec.is_cuda and arch is None and not base.cuda_arch:
                 report.append({"name": name, "status": "failed",
                                "reason": "CUDA kernel needs --arch (or KERNELCACHE_CUDA_ARCH)"})

@@ -267,6 +267,7 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
                 rej = search.vet_manifest(req.spec, m, req.installation, Place.FETCHED)
                 why = str(rej) if rej else ""
             if not why:
+                assert m is not None  # every other case has set why
                 entry = _download(req.store, rc, remote_entry, m, skey)
                 got = req.accept(entry)
                 if not isinstance(got, validate.Rejection):

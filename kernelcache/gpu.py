@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import threading
-from typing import Any
+from typing import Any, Literal
 
 from . import process_state, toolchain
 from .errors import ToolchainError
@@ -110,7 +110,7 @@ def _query(smi: str, timeout: float) -> dict:
     return {"gpus": gpus, "note": ""}
 
 
-def detect_gpus(timeout: float = 10.0, cuda_visible_devices: str | None | bool = True) -> dict:
+def detect_gpus(timeout: float = 10.0, cuda_visible_devices: str | None | Literal[True] = True) -> dict:
     """GPUs visible to this process: ``{"count", "gpus": [{index, name, arch, memory_mib, uuid}],
     "source", "note"}``. Memoised per process (the answer does not change while it runs).
 

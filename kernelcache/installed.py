@@ -55,7 +55,7 @@ def read_bytes(path: str) -> bytes | None:
     except OSError:
         return None
     try:
-        chunks = []
+        chunks: list[bytes] = []
         size = os.fstat(fd).st_size + 1  # one read, unless the file grows meanwhile
         while True:
             chunk = os.read(fd, size)

@@ -31,8 +31,8 @@ def canonical_hash(obj) -> str:
 
 def source_hashes(spec: KernelSpec) -> dict[str, str]:
     """sha256 of every source's bytes by its root-relative id (the one rule for source identity)."""
-    out = {}
-    for rel, path in zip(spec.sources, spec.source_paths()):
+    out: dict[str, str] = {}
+    for rel, path in zip(map(str, spec.sources), spec.source_paths()):
         with open(path, "rb") as f:
             out[rel] = hashlib.sha256(f.read()).hexdigest()
     return out
@@ -90,7 +90,7 @@ def level1(plan: BuildPlan, settings: Settings, sources: dict[str, str] | None =
         },
         "env": {**toolchain.env_inputs(), **({"KERNELCACHE_CACHE_BUSTER": settings.cache_buster}
                                              if settings.cache_buster else {})},
-        "functions": dict(plan.spec.functions),
+        "functions": dict(plan.spec.schemas),
         **extra_inputs(plan.spec, plan.kind_inputs),
     }
     nat = native.key_inputs(plan.cxx, (plan.spec.cflags, plan.spec.cuda_cflags), settings.memo_dir)

@@ -40,13 +40,11 @@ class WarmResult(FrozenRecord):
     name: str
     status: Status  # a str: "hit" | "built" | "prebuilt" | "remote" | "failed" | "skipped"
     seconds: float
-    reason: str  # miss reason (why it was built / fetched) or failure message
-    entry_id: str
-    entry_path: str
-    so_path: str
-    error: BaseException | None
-    _FIELDS = ("name", "status", "seconds", "reason", "entry_id", "entry_path", "so_path", "error")
-    _DEFAULTS = {"reason": "", "entry_id": "", "entry_path": "", "so_path": "", "error": None}
+    reason: str = ""  # miss reason (why it was built / fetched) or failure message
+    entry_id: str = ""
+    entry_path: str = ""
+    so_path: str = ""
+    error: BaseException | None = None
 
     def as_dict(self) -> dict:
         return {"name": self.name, "status": str(self.status), "seconds": round(self.seconds, 3),

@@ -70,7 +70,7 @@ class Manifest:
             return NotImplemented
         return all(getattr(self, f) == getattr(other, f) for f in FIELDS)
 
-    __hash__ = None  # type: ignore[assignment] - mutable, as the dataclass was
+    __hash__ = None  # type: ignore[assignment]  # mutable (unhashable), as the dataclass was
 
     def __repr__(self) -> str:
         return "Manifest(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in FIELDS) + ")"

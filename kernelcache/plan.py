@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from . import gpu, toolchain
 from .settings import Settings
@@ -140,7 +140,7 @@ def _resolve_dirs(spec: KernelSpec, dirs) -> list[str]:
     return [str(spec.abspath(d)) for d in dirs]
 
 
-def nvcc_host_compiler(cuda_flags: list[str] | tuple[str, ...]) -> str | None:
+def nvcc_host_compiler(cuda_flags: Sequence[str]) -> str | None:
     """The host compiler nvcc will run (its identity is keyed): ``-ccbin``/``--compiler-bindir``
     in the flags, else ``NVCC_CCBIN`` (nvcc reads it), else g++ / c++ on PATH; a realpath."""
     host = None
@@ -208,7 +208,7 @@ def tvm_ffi_plan(spec: KernelSpec, settings: Settings, so_name: str, shared: boo
 
 def _steps(spec: KernelSpec) -> list[SourceStep]:
     steps = []
-    for i, (rel, path) in enumerate(zip(spec.sources, spec.source_paths())):
+    for i, (rel, path) in enumerate(zip(map(str, spec.sources), spec.source_paths())):
         lang = "cuda" if rel.endswith(".cu") else ("c" if rel.endswith(".c") else "cxx")
         stem = Path(rel).name.replace(".", "_")
         steps.append(SourceStep(rel=rel, path=str(path), lang=lang, obj=f"s{i}_{stem}.o"))
@@ -232,7 +232,8 @@ def verbatim_plan(spec: KernelSpec, settings: Settings, so_name: str, shared: bo
     def include_dirs() -> list[str]:  # resolved by a build only: a hit never reads them
         return _resolve_dirs(spec, spec.include_dirs) + _resolve_dirs(spec, spec.system_include_dirs)
 
-    nvcc, archs = None, ()
+    nvcc: str | None = None
+    archs: tuple[str, ...] = ()
     if any(st.lang == "cuda" for st in steps):
         nvcc = os.path.join(toolchain.find_cuda_home(), "bin", "nvcc")
         tools["nvcc"] = toolchain.tool_identity(nvcc, memo)

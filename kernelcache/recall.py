@@ -186,6 +186,11 @@ def _load(so: str, how: str, name: str) -> Any:
         return so
     if how in ("torch_python", "torch_library"):
         import torch  # the binary links libtorch: its libraries first
+    if ":" in how:  # a kind's own lean load (``MODULE:FUNCTION``, a kind outside the package)
+        from importlib import import_module
+
+        module, _, attr = how.partition(":")
+        return getattr(import_module(module), attr)(so, name)
 
         if how == "torch_library":
             torch.ops.load_library(so)
@@ -250,7 +255,7 @@ def distributions_stamp() -> tuple:
     """
     cwd = os.getcwd()
     owned = _OWNED
-    stamp = []
+    stamp: list[tuple[str, object]] = []
     for p in sys.path:
         if p.endswith(_VENDORED):
             continue

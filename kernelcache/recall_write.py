@@ -38,7 +38,7 @@ class _Witnesses:
         self.stats: list[int] = []
         self.absent: list[bytes] = []
 
-    def add(self, path: str | bytes, expected: list[int] | tuple[int, ...] | None = None) -> bool:
+    def add(self, path: str | bytes | os.PathLike[str], expected: list[int] | tuple[int, ...] | None = None) -> bool:
         """Record ``path`` at its current stat; with ``expected``, only if that is still it."""
         try:
             st = deprecord.stat_fields(os.stat(path))
@@ -50,7 +50,7 @@ class _Witnesses:
         self.stats.extend(st)
         return True
 
-    def must_stay_absent(self, path: str | bytes) -> bool:
+    def must_stay_absent(self, path: str | bytes | os.PathLike[str]) -> bool:
         if os.path.exists(path):
             return False
         self.absent.append(os.fsencode(path))
@@ -130,8 +130,8 @@ def _witnesses(spec: KernelSpec, settings: Settings, edir: Path):
             if anchored in seen:
                 continue
             seen.add(anchored)
-            path = deprecord.resolved(b"\0" + os.fsencode(anchored), anchors)[0]
-            if not w.add(path, expected):
+            group_path = deprecord.resolved(b"\0" + os.fsencode(anchored), anchors)[0]
+            if not w.add(group_path, expected):
                 return None
     for p in deprecord.resolved(rec.absent_blob, anchors):
         if not w.must_stay_absent(p):

@@ -1,18 +1,58 @@
-"""FrozenRecord: the behaviour of a frozen dataclass for records on every process's import path."""
+"""FrozenRecord: the one record style, a frozen dataclass in behaviour and to the type checker.
+
+Fields are declared as in a dataclass (``name: type`` or ``name: type = default``, in order);
+``typing.dataclass_transform`` tells mypy so, hence ``Settings(no_bulid=True)`` is a type error as
+well as a ``TypeError``. Why not ``@dataclass`` itself: it generates each method through ``exec``
+(~0.5 ms a class), and every process that imports kernelcache imports the settings
+(benchmarks/bench_dropin_import.py); here the field list is read once per class from its
+annotations (``__init_subclass__``) and one shared ``__init__`` fills it in.
+"""
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, ClassVar, TypeVar
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # pragma: no cover - 3.10: the marker is for type checkers only
+    def dataclass_transform(**_: Any) -> Any:
+        return lambda cls: cls
+
+_R = TypeVar("_R", bound="FrozenRecord")
+_MISSING = object()
 
 
+@dataclass_transform(frozen_default=True)
 class FrozenRecord:
-    """Frozen-record behaviour of ``@dataclass(frozen=True)`` (fields by position or keyword,
-    defaults, ``__post_init__``, eq, hash, repr, ``FrozenInstanceError``, pickling through
-    ``__dict__``) without its class-creation cost: ``@dataclass`` generates each method through
-    ``exec`` (~0.5 ms a class), and every process that imports kernelcache imports the settings
-    (benchmarks/bench_dropin_import.py). Subclasses list ``_FIELDS`` and ``_DEFAULTS``."""
+    """Frozen-record behaviour of ``@dataclass(frozen=True)``: fields by position or keyword,
+    defaults, ``__post_init__``, eq, hash, repr, ``__match_args__``, ``FrozenInstanceError``,
+    pickling through ``__dict__`` (so records cross xdist and process boundaries unchanged)."""
 
-    _FIELDS: tuple[str, ...] = ()
-    _DEFAULTS: dict[str, Any] = {}
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _DEFAULTS: ClassVar[dict[str, Any]] = {}
+    __match_args__: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = [n for n, t in cls.__dict__.get("__annotations__", {}).items()
+               if not (str(t).startswith(("ClassVar", "typing.ClassVar")) or n.startswith("__"))]
+        fields = [*cls._FIELDS, *(n for n in own if n not in cls._FIELDS)]
+        defaults = dict(cls._DEFAULTS)
+        for name in own:
+            value = cls.__dict__.get(name, _MISSING)
+            if value is not _MISSING:
+                defaults[name] = value
+            else:
+                defaults.pop(name, None)
+        seen_default = False
+        for name in fields:
+            if name in defaults:
+                seen_default = True
+            elif seen_default:
+                raise TypeError(f"{cls.__name__}: non-default field {name!r} follows a default field")
+        cls._FIELDS = tuple(fields)
+        cls._DEFAULTS = defaults
+        setattr(cls, "__match_args__", cls._FIELDS)  # (a name mypy reserves for its own synthesis)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         cls = type(self).__name__
@@ -38,9 +78,9 @@ class FrozenRecord:
         return tuple(getattr(self, f) for f in self._FIELDS)
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
+        if not isinstance(other, FrozenRecord) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
     def __hash__(self) -> int:
         return hash(self._values())
@@ -58,7 +98,7 @@ class FrozenRecord:
 
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
-    def replace(self, **changes: Any) -> Any:
+    def replace(self: _R, **changes: Any) -> _R:
         """A copy with some fields changed (the record is frozen)."""
         for k in changes:
             if k not in self._FIELDS:

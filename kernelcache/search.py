@@ -158,7 +158,10 @@ def vet(look: Lookup, entry: Entry, place: Place, read_only: bool = False) -> va
 def vet_manifest(spec: KernelSpec, m: Manifest, inst: validate.Installation, place: Place) -> validate.Rejection | None:
     """``vet`` of an entry built elsewhere, on its manifest alone: the fleet stage asks it before
     any download (a fleet entry keeps its external dependencies: ``strict_external``)."""
-    return validate.installation_refusal(spec, m, inst, strict_external=place is not Place.PREBUILT)
+    from . import kinds
+
+    return validate.installation_refusal(spec, m, inst, strict_external=place is not Place.PREBUILT,
+                                         checks=kinds.of(spec.kind).checks)
 
 
 def verdicts(look: Lookup, place: Place, accept: Accept, read_only: bool = False) -> Iterator[Verdict]:

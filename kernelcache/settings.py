@@ -82,17 +82,13 @@ class RemoteSettings(FrozenRecord):
     construction: ``mode`` is always one of ``read|readwrite|off`` (``None`` asks for the default).
     """
 
-    url: str | None  # s3://, gs://, az://, file:// (checked when the remote is opened)
-    mode: str | None  # read | readwrite | off; None: read with a URL, else off
-    signing_key: Path | None  # Ed25519 private key (PEM) for writers
-    verify_keys: tuple[Path, ...]  # Ed25519 public keys (PEM); set: unsigned refused
-    timeout: float  # seconds per remote operation
-    lease_ttl: float  # a compile lease older than this may be taken over
-    wait: float  # how long a host waits for another host's compile
-    _DEFAULTS = {"url": None, "mode": None, "signing_key": None, "verify_keys": (), "timeout": 10.0,
-                 "lease_ttl": 600.0, "wait": 900.0}
-    _FIELDS = tuple(_DEFAULTS)
-    __match_args__ = _FIELDS
+    url: str | None = None  # s3://, gs://, az://, file:// (checked when the remote is opened)
+    mode: str | None = None  # read | readwrite | off; None: read with a URL, else off
+    signing_key: Path | None = None  # Ed25519 private key (PEM) for writers
+    verify_keys: tuple[Path, ...] = ()  # Ed25519 public keys (PEM); set: unsigned refused
+    timeout: float = 10.0  # seconds per remote operation
+    lease_ttl: float = 600.0  # a compile lease older than this may be taken over
+    wait: float = 900.0  # how long a host waits for another host's compile
 
     def __post_init__(self) -> None:
         url = (self.url or "").strip() or None
@@ -153,8 +149,9 @@ class RemoteSettings(FrozenRecord):
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> "RemoteSettings":
-        return cls(**{f: (tuple(data[key]) if f == "verify_keys" else data[key])
-                      for f, key in cls._WIRE.items() if key in data})
+        values: dict[str, Any] = {f: (tuple(data[key]) if f == "verify_keys" else data[key])
+                                  for f, key in cls._WIRE.items() if key in data}
+        return cls(**values)
 
 
 def kc_environ(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -178,26 +175,20 @@ class Settings(FrozenRecord):
 
     cache_dir: Path
     lock_dir: Path
-    lock_timeout: float  # seconds to wait for another builder; <= 0: forever (default 1800)
-    no_build: bool  # a miss raises CacheMissError instead of compiling
-    rebuild: bool  # ignore cached entries, build once
-    log: str | None  # None: progress lines; "0": silent; "1"/"stderr": JSON events; else a file
-    prebuilt: tuple[Path, ...]  # read-only artifact roots searched before the cache
-    cuda_arch: str | None  # "9.0" / "8.0,9.0"; None: the visible GPUs
-    flashinfer_include: str | None
-    max_jobs: int | None  # compile parallelism (never part of the key)
-    remote: RemoteSettings  # the fleet cache (off by default)
-    patch: tuple[str, ...]  # drop-ins to patch in (kernelcache.patch.names: tvm_ffi, torch, flashinfer)
-    cache_buster: str | None  # any string: part of every key (force a fleet-wide rebuild)
+    lock_timeout: float = 1800.0  # seconds to wait for another builder; <= 0: forever
+    no_build: bool = False  # a miss raises CacheMissError instead of compiling
+    rebuild: bool = False  # ignore cached entries, build once
+    log: str | None = None  # None: progress lines; "0": silent; "1"/"stderr": JSON events; else a file
+    prebuilt: tuple[Path, ...] = ()  # read-only artifact roots searched before the cache
+    cuda_arch: str | None = None  # "9.0" / "8.0,9.0"; None: the visible GPUs
+    flashinfer_include: str | None = None
+    max_jobs: int | None = None  # compile parallelism (never part of the key)
+    remote: RemoteSettings = RemoteSettings()  # the fleet cache (off by default)
+    patch: tuple[str, ...] = ()  # drop-ins to patch in (kernelcache.patch.names: tvm_ffi, torch, flashinfer)
+    cache_buster: str | None = None  # any string: part of every key (force a fleet-wide rebuild)
     # stat every recorded header on a warm load, those of installed packages too (default: an
     # installed, non-editable distribution's headers are trusted through its RECORD's identity)
-    verify_installed: bool
-    _FIELDS = ("cache_dir", "lock_dir", "lock_timeout", "no_build", "rebuild", "log", "prebuilt", "cuda_arch",
-               "flashinfer_include", "max_jobs", "remote", "patch", "cache_buster", "verify_installed")
-    _DEFAULTS = {"lock_timeout": 1800.0, "no_build": False, "rebuild": False, "log": None, "prebuilt": (),
-                 "cuda_arch": None, "flashinfer_include": None, "max_jobs": None, "remote": RemoteSettings(),
-                 "patch": (), "cache_buster": None, "verify_installed": False}
-    __match_args__ = _FIELDS
+    verify_installed: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cache_dir", Path(os.path.abspath(Path(self.cache_dir).expanduser())))
@@ -252,10 +243,6 @@ class Settings(FrozenRecord):
             overrides["patch"] = (*parse_patch(overrides.get("patch", values["patch"]), "patch"), "tvm_ffi")
         values.update(overrides)
         return cls(**values)
-
-    def replace(self, **changes: Any) -> "Settings":
-        """A copy with some fields changed (``Settings`` is frozen)."""
-        return super().replace(**changes)
 
     # -- export ------------------------------------------------------------------------------
     def to_env(self) -> dict[str, str]:

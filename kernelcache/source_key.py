@@ -46,11 +46,11 @@ def source_inputs(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, se
     data = {
         "format": KEY_FORMAT, "name": spec.name, "backend": spec.backend,
         "sources": source_hashes(spec) if hashes is None else hashes,
-        "include_dirs": [where(d) for d in spec.include_dirs],
-        "system_include_dirs": [where(d) for d in spec.system_include_dirs],
+        "include_dirs": [where(str(d)) for d in spec.include_dirs],
+        "system_include_dirs": [where(str(d)) for d in spec.system_include_dirs],
         "flags": flags,
         "arch": list(archs) if spec.is_cuda else [], "tvm_ffi_abi": tvm_abi(tvm_version),
-        "functions": dict(spec.functions), "buster": settings.cache_buster,
+        "functions": dict(spec.schemas), "buster": settings.cache_buster,
     }
     env = {k: v for k, v in toolchain.env_inputs().items() if k in CODE_ENV}
     if env:  # (absent when unset: keys of hosts that set none are unchanged)

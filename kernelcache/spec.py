@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from .errors import SpecError
 from .layout import name_problem
@@ -111,10 +111,16 @@ class KernelSpec:
             object.__setattr__(self, "backend", backend)
 
     def __hash__(self) -> int:  # dict field makes the default hash fail
-        return hash((self.name, self.sources, str(self.root), tuple(self.functions.items()), self.kind))
+        return hash((self.name, self.sources, str(self.root), tuple(self.schemas.items()), self.kind))
+
+    @property
+    def schemas(self) -> dict[str, str | None]:
+        """``functions`` as construction normalised it: each function's expected schema (None:
+        learned). The field also takes a list of names, hence its wider declared type."""
+        return cast("dict[str, str | None]", self.functions)
 
     # -- path helpers -------------------------------------------------------------------
-    def abspath(self, p: str) -> Path:
+    def abspath(self, p: str | Path) -> Path:
         """Resolve a spec path (relative to root unless absolute)."""
         q = Path(p).expanduser()
         return (q if q.is_absolute() else Path(self.root) / q).resolve()

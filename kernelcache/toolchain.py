@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import process_state
 from .errors import ToolchainError
+from .records import FrozenRecord
 
 # Environment variables that change what a compiler does without appearing on its command line.
 # MAX_JOBS is deliberately absent: parallelism never changes the output.
@@ -62,7 +63,7 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def content_hash(path: str | os.PathLike) -> str:
+def content_hash(path: str | bytes | os.PathLike[str]) -> str:
     """Fast content hash of a dependency (xxh3-128): headers are re-hashed on every touch, and
     integrity (not adversaries) is what a dependency check guards against."""
     import xxhash
@@ -309,25 +310,13 @@ def find_ninja() -> str:
 
 
 # -- tvm-ffi (found without importing it: `import tvm_ffi` pulls in torch) ------------------
-class TvmFfiPaths:
-    """Where tvm-ffi is and which version (a plain record, not a dataclass: every load imports it)."""
+class TvmFfiPaths(FrozenRecord):
+    """Where tvm-ffi is and which version (a record: eq, hash, repr, frozen)."""
 
-    __slots__ = ("package_dir", "include_dir", "lib_path", "version")
-
-    def __init__(self, package_dir: str, include_dir: str, lib_path: str, version: str) -> None:
-        self.package_dir, self.include_dir, self.lib_path, self.version = package_dir, include_dir, lib_path, version
-
-    def _t(self) -> tuple[str, str, str, str]:
-        return (self.package_dir, self.include_dir, self.lib_path, self.version)
-
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is self.__class__ and self._t() == other._t()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._t())
-
-    def __repr__(self) -> str:
-        return "TvmFfiPaths(" + ", ".join(f"{f}={v!r}" for f, v in zip(self.__slots__, self._t())) + ")"
+    package_dir: str
+    include_dir: str
+    lib_path: str
+    version: str
 
 
 _tvm_paths: TvmFfiPaths | None = None

@@ -22,6 +22,7 @@ import ctypes
 import hashlib
 import os
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from . import bounded, gpu, key, native
@@ -42,12 +43,26 @@ class Rejection(FrozenRecord):
 
     code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps | cpu
     detail: str
-    mismatches: Mismatches | None
-    _FIELDS = ("code", "detail", "mismatches")
-    _DEFAULTS = {"mismatches": None}
+    mismatches: Mismatches | None = None
 
     def __str__(self) -> str:
         return self.detail
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryChecks:
+    """What a kind requires of its binary before any of its code runs (``Kind.checks``): the core
+    checks files, a kind says what a good file of its own is. tvm-ffi modules: ELF, each declared
+    function exported as ``__tvm_ffi_<fn>``, schemas compared, the tvm-ffi ABI of the host; a
+    plain C library: ELF and each function a plain symbol, no schemas, no tvm-ffi."""
+
+    magic: bytes | None = ELF_MAGIC  # the file's first bytes (None: any format)
+    symbol: str = "__tvm_ffi_{}"  # the symbol a declared function is exported as
+    schemas: bool = True  # the spec's functions carry tvm-ffi type schemas, compared with the entry's
+    tvm_ffi: bool = True  # linked against tvm-ffi: an entry built elsewhere must match this host's ABI
+
+
+TVM_FFI = BinaryChecks()
 
 
 # -- schemas -------------------------------------------------------------------------------------
@@ -58,7 +73,7 @@ def normalise(schema: str | None) -> str | None:
 def expected_schemas(spec: KernelSpec, manifest: Manifest | None) -> dict[str, str | None]:
     """The spec's schemas, with learned (None) ones filled in from the manifest when recorded."""
     recorded = manifest.schemas if manifest is not None else {}
-    return {fn: (exp if exp is not None else recorded.get(fn)) for fn, exp in spec.functions.items()}
+    return {fn: (exp if exp is not None else recorded.get(fn)) for fn, exp in spec.schemas.items()}
 
 
 def compare(expected: Mapping[str, str | None], found: Mapping[str, str | None]) -> Mismatches:
@@ -102,7 +117,7 @@ def exported_schemas(module: Any, names: list[str]) -> dict[str, str | None]:
 
 # -- the binary ------------------------------------------------------------------------------------
 def binary_problem(so_path: Path, functions: list[str], expected_size: int | None = None,
-                   expected_sha256: str | None = None) -> str | None:
+                   expected_sha256: str | None = None, checks: BinaryChecks = TVM_FFI) -> str | None:
     """Cheap pre-dlopen checks: size, ELF magic, expected symbol names, and (if given) sha256.
 
     The file is opened as a regular file only (no FIFO, device or final symlink: a root's binary
@@ -115,14 +130,16 @@ def binary_problem(so_path: Path, functions: list[str], expected_size: int | Non
     try:
         if expected_size is not None and st.st_size != expected_size:
             return f"size {st.st_size} != recorded {expected_size} (truncated or replaced)"
-        return _scan_binary(fd, st.st_size, functions, expected_sha256)
+        return _scan_binary(fd, st.st_size, functions, expected_sha256, checks)
     finally:
         os.close(fd)
 
 
-def _scan_binary(fd: int, size: int, functions: list[str], expected_sha256: str | None) -> str | None:
+def _scan_binary(fd: int, size: int, functions: list[str], expected_sha256: str | None,
+                 checks: BinaryChecks) -> str | None:
     """Hash and search the open binary chunk by chunk (a symbol may straddle two chunks)."""
-    wanted = {f"__tvm_ffi_{fn}\0".encode(): f"symbol __tvm_ffi_{fn} not exported" for fn in functions}
+    symbols = [checks.symbol.format(fn) for fn in functions]
+    wanted = {f"{sym}\0".encode(): f"symbol {sym} not exported" for sym in symbols}
     wanted.setdefault(f"{IDENTITY_SYMBOL}\0".encode(), "identity symbol missing")
     keep = max(map(len, wanted)) - 1
     h = hashlib.sha256() if expected_sha256 is not None else None
@@ -133,7 +150,7 @@ def _scan_binary(fd: int, size: int, functions: list[str], expected_sha256: str 
             break
         if h is not None:
             h.update(chunk)
-        head = head or chunk[:len(ELF_MAGIC)]
+        head = head or chunk[:max(len(ELF_MAGIC), len(checks.magic or b""))]
         window = tail + chunk
         missing = {k: v for k, v in missing.items() if k not in window}
         tail, n = window[-keep:], n + len(chunk)
@@ -141,8 +158,8 @@ def _scan_binary(fd: int, size: int, functions: list[str], expected_sha256: str 
         return f"size {n} != {size} it had when opened (changed while read)"
     if h is not None and h.hexdigest() != expected_sha256:
         return "sha256 of the .so differs from the manifest (corrupted or replaced)"
-    if head != ELF_MAGIC:
-        return "not an ELF file"
+    if checks.magic is not None and head[:len(checks.magic)] != checks.magic:
+        return "not an ELF file" if checks.magic == ELF_MAGIC else f"does not start with {checks.magic!r}"
     return next(iter(missing.values()), None)
 
 
@@ -159,7 +176,8 @@ def read_identity(so_path: Path) -> str | None:
     return value.decode() if value else None
 
 
-def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha: bool) -> Rejection | None:
+def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha: bool,
+                  checks: BinaryChecks = TVM_FFI) -> Rejection | None:
     """Everything that can be checked on the file, before any of its code can run."""
     if manifest.format != FORMAT:
         return Rejection("format", f"manifest format {manifest.format} != {FORMAT}")
@@ -167,14 +185,14 @@ def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha
         return Rejection("format", f"manifest is for kernel {manifest.name!r}")
     if manifest.kind != spec.kind:
         return Rejection("format", f"manifest is for a {manifest.kind} binary, expected {spec.kind}")
-    mism = compare(expected_schemas(spec, manifest), manifest.schemas)
+    mism = compare(expected_schemas(spec, manifest), manifest.schemas) if checks.schemas else None
     if mism:
         return Rejection("schema", "manifest schema differs: " + describe(mism), mism)
     if not isinstance(manifest.so_name, str) or os.path.basename(manifest.so_name) != manifest.so_name \
             or manifest.so_name in ("", ".", ".."):
         return Rejection("binary", f"binary name {manifest.so_name!r} is not a file name in the entry")
     problem = binary_problem(so_path, list(spec.functions), manifest.so_size,
-                             manifest.so_sha256 if check_sha else None)
+                             manifest.so_sha256 if check_sha else None, checks)
     return Rejection("binary", problem) if problem else None
 
 
@@ -201,7 +219,7 @@ def cpu_refusal(m: Manifest) -> Rejection | None:
     caller skips it without quarantining it."""
     nat = (m.inputs or {}).get("native")
     missing = native.missing_features(nat)
-    if not missing:
+    if not missing or not nat:
         return None
     return Rejection("cpu", f"built with {' '.join(nat.get('flags') or ['-march=native'])} for a CPU with "
                             f"{', '.join(missing)}, which this CPU lacks (it would crash with an illegal "
@@ -220,13 +238,12 @@ class Installation(FrozenRecord):
     tvm_ffi_version: str
     anchors: list[tuple[str, str]]
     cuda_arch: str | None  # Settings.cuda_arch
-    source_hashes: dict[str, str] | None  # this spec's sources (None: hashed when needed)
-    source: SourceOf | None  # this spec's source key (None: not checked, a caller that has no spec's)
-    _FIELDS = ("tvm_ffi_version", "anchors", "cuda_arch", "source_hashes", "source")
-    _DEFAULTS = {"source_hashes": None, "source": None}
+    source_hashes: dict[str, str] | None = None  # this spec's sources (None: hashed when needed)
+    source: SourceOf | None = None  # this spec's source key (None: not checked, a caller that has no spec's)
 
 
-def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, strict_external: bool) -> Rejection | None:
+def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, strict_external: bool,
+                         checks: BinaryChecks = TVM_FFI) -> Rejection | None:
     """Why an entry built on another machine may not be used here (None: it may).
 
     Same sources and package headers as this installation, a compatible tvm-ffi ABI, a matching
@@ -251,7 +268,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, stri
                            tolerate_missing_external=True)
     if not check.ok:
         return Rejection("deps", f"{'headers' if strict_external else 'package headers'} differ: {check.reason}")
-    if tvm_abi(m.tvm_ffi_version) != tvm_abi(inst.tvm_ffi_version):
+    if checks.tvm_ffi and tvm_abi(m.tvm_ffi_version) != tvm_abi(inst.tvm_ffi_version):
         return Rejection("installation", f"tvm-ffi ABI {m.tvm_ffi_version} != installed {inst.tvm_ffi_version}")
     if spec.is_cuda:
         want = m.archs
@@ -264,7 +281,7 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, stri
         major = str((m.prebuilt or {}).get("cuda_major") or "")
         if not major or not gpu.cuda_runtime_loadable(major):
             return Rejection("installation", f"CUDA runtime libcudart.so.{major or '?'} not found on this machine")
-    mism = compare(expected_schemas(spec, m), m.schemas)
+    mism = compare(expected_schemas(spec, m), m.schemas) if checks.schemas else None
     if mism:
         return Rejection("schema", "schema differs: " + describe(mism), mism)
     return build_refusal(spec, m, inst) if inst.source is not None else None

@@ -5,7 +5,9 @@ import json
 import sys
 import time
 from collections import defaultdict
+from typing import Any
 
+from ..events import Status
 from ..layout import BUILT, QUARANTINE, Layout
 from . import records
 from .common import settings_of, table
@@ -68,7 +70,7 @@ def cmd_warm(args) -> int:
     for spec in records.resolve(args.names, getattr(args, "spec", None) or [], s).values():
         why = _cuda_unavailable(spec, s)
         if why and not args.names and not s.remote_enabled and not s.prebuilt:
-            skipped.append(loader.WarmResult(spec.name, "skipped", 0.0, why))
+            skipped.append(loader.WarmResult(spec.name, Status.SKIPPED, 0.0, why))
         else:
             todo.append(spec)
     results = loader.warm(todo, jobs=args.jobs, settings=s) + skipped
@@ -120,7 +122,7 @@ def cmd_ls(args) -> int:
     from ..storage.entry import dir_size
 
     s = settings_of(args)
-    items = [{"name": i.name, "entry_id": i.entry_id, "path": str(i.path),
+    items: list[dict[str, Any]] = [{"name": i.name, "entry_id": i.entry_id, "path": str(i.path),
               "source": "cache" if i.area == BUILT else "fetched", "key": i.key, "size": i.size,
               "last_used": i.last_used} for i in LocalStore(s).infos(args.name)]
     for n in ([args.name] if args.name else sorted(_prebuilt_names(s))):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import kinds
 from ..anchors import machine_anchors
-from ..errors import KernelCacheError, UnknownKernel
+from ..errors import KernelCacheError, SpecError, UnknownKernel
 from ..layout import BUILT
 from ..manifest import Manifest
 from ..plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS, ROOT
@@ -164,7 +164,11 @@ def spec_of(entry: Entry, inline: Path | None = None) -> KernelSpec | None:
         return None
     anchors = _anchors(root)
     kind = (m.inputs or {}).get("kind") or m.kind or "tvm_ffi"
-    if kinds.of(kind).verbatim_flags:  # another JIT's complete lines (torch kinds)
+    try:
+        verbatim = kinds.of(kind).verbatim_flags
+    except SpecError:  # a kind this process does not know (its distribution is not installed here)
+        return None
+    if verbatim:  # another JIT's complete lines (torch kinds)
         return _foreign_spec(m, rels, compile_cmds, cmds["link"], root, anchors, kind)
 
     def real(tok: str) -> str:

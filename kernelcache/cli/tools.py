@@ -120,8 +120,9 @@ def cmd_build(args) -> int:
                                "(name, sources, ...)) or --from-ini (the pytest ini's kernelcache_specs)")
     shipped = specs is not None or not (args.flashinfer or args.sglang)  # --flashinfer/--sglang alone: only those
     needs_arch = any(sp.is_cuda for sp in specs.values()) if specs is not None else shipped
-    if needs_arch and not args.arch and arch_problem(s):
-        return usage_error(arch_problem(s))
+    no_arch = arch_problem(s) if needs_arch and not args.arch else None
+    if no_arch:
+        return usage_error(no_arch)
     report = build_artifact_root(None, list(args.arch), Path(args.out), s, specs=specs) if shipped else []
     if args.flashinfer:  # each module's arch is its own gencode set (FlashInfer's choice)
         report += export_flashinfer(list(args.flashinfer), Path(args.out), s)

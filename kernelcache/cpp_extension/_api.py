@@ -184,7 +184,8 @@ def _read(path: Path) -> str:
 
 def _input_digest(spec: KernelSpec) -> str:
     return _versions.digest([str(p) for p in spec.source_paths()],
-                            [spec.cflags, spec.cuda_cflags, spec.ldflags, spec.include_dirs, spec.system_include_dirs],
+                            [spec.cflags, spec.cuda_cflags, spec.ldflags, map(str, spec.include_dirs),
+                             map(str, spec.system_include_dirs)],
                             [spec.kind, *(f"{k}={v}" for k, v in spec.abi.items())])
 
 

@@ -27,6 +27,7 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..records import FrozenRecord
 from ._torch_side import TORCH_ENV
@@ -43,7 +44,6 @@ class Lines(FrozenRecord):
     ldflags: list[str]
     user_includes: list[str]
     system_includes: list[str]
-    _FIELDS = ("cflags", "cuda_cflags", "ldflags", "user_includes", "system_includes")
 
     def as_dict(self) -> dict[str, list[str]]:
         return {f: getattr(self, f) for f in self._FIELDS}
@@ -165,7 +165,7 @@ def lines(memo_dir: Path, name: str, sources: list[str], extra_cflags: list[str]
     """torch's lines for these arguments, from the on-disk memo when lines for the same flag
     arguments (any extension name, any sources) were asked before on this installation. A name
     that also occurs inside another flag (a path, say) is memoised under its own key."""
-    key_args = dict(extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
+    key_args: dict[str, Any] = dict(extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
                     extra_include_paths=extra_include_paths, with_cuda=with_cuda, is_standalone=is_standalone)
     memo = with_cuda is False or bool(os.environ.get("TORCH_CUDA_ARCH_LIST"))
     base = Path(memo_dir) / "torch_flags"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import recall
 from . import _torch_side, _versions
+from ._params import LOAD, LOAD_INLINE
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings
@@ -32,13 +33,13 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
 
     Same arguments and results as ``torch.utils.cpp_extension.load`` (see :func:`._api.load`).
     """
+    args = locals()
     d = None
     if (settings is None and not (with_sycl or extra_sycl_cflags) and not _links_objects(sources, extra_ldflags)
             and _arch_fixed(with_cuda, [str(p).endswith((".cu", ".cuh")) for p in _strs_all((sources,))])):
         try:
-            call = (name, _strs(sources), _strs(extra_cflags), _strs(extra_cuda_cflags), _strs(extra_ldflags),
-                    _strs(extra_include_paths), with_cuda, bool(is_python_module), bool(is_standalone),
-                    recall.real_paths(_strs(sources)), recall.real_paths(_strs(extra_include_paths)), _env())
+            call = (*LOAD.digest(args), recall.real_paths(_strs(sources)),
+                    recall.real_paths(_strs(extra_include_paths)), _env())
         except TypeError:  # arguments that are not plain data: the full path reports them
             call = None
         d = recall.digest("torch.load", call) if call is not None else None
@@ -47,9 +48,7 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
             return got
     from . import _api
 
-    return _api.load(name, sources, extra_cflags, extra_cuda_cflags, extra_sycl_cflags, extra_ldflags,
-                     extra_include_paths, build_directory, verbose, with_cuda, with_sycl, is_python_module,
-                     is_standalone, keep_intermediates, settings=settings, _recall=d)
+    return _api.load(**LOAD.bind(args), settings=settings, _recall=d)
 
 
 def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
@@ -59,14 +58,12 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
                 no_implicit_headers=False, *, settings: "Settings | None" = None):
     """Like :func:`load`, from source strings (``torch.utils.cpp_extension.load_inline``'s
     signature; see :func:`._api.load_inline`)."""
+    args = locals()
     d = None
     if (settings is None and not (with_sycl or sycl_sources or extra_sycl_cflags or use_pch)
             and not _links_objects(extra_ldflags) and _arch_fixed(with_cuda, [bool(cuda_sources)])):
         try:
-            call = (name, _strs(cpp_sources), _strs(cuda_sources), functions, _strs(extra_cflags),
-                    _strs(extra_cuda_cflags), _strs(extra_ldflags), _strs(extra_include_paths), with_cuda,
-                    bool(is_python_module), bool(with_pytorch_error_handling), bool(no_implicit_headers),
-                    recall.real_paths(_strs(extra_include_paths)), _env())
+            call = (*LOAD_INLINE.digest(args), recall.real_paths(_strs(extra_include_paths)), _env())
         except TypeError:  # arguments that are not plain data: the full path reports them
             call = None
         d = recall.digest("torch.load_inline", call) if call is not None else None
@@ -75,11 +72,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
             return got
     from . import _api
 
-    return _api.load_inline(name, cpp_sources, cuda_sources, sycl_sources, functions, extra_cflags,
-                            extra_cuda_cflags, extra_sycl_cflags, extra_ldflags, extra_include_paths,
-                            build_directory, verbose, with_cuda, with_sycl, is_python_module,
-                            with_pytorch_error_handling, keep_intermediates, use_pch, no_implicit_headers,
-                            settings=settings, _recall=d)
+    return _api.load_inline(**LOAD_INLINE.bind(args), settings=settings, _recall=d)
 
 
 def _recalled(name: Any, d: str, verbose: bool, build_directory: Any) -> Any:

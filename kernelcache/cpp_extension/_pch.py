@@ -161,7 +161,7 @@ def ensure(spec: KernelSpec, settings: "Settings") -> Path | None:
     headers change, the header is rebuilt under a new name, so every extension's key changes too
     (g++ does not list a precompiled header's inputs in the extension's own depfile)."""
     header = header_path(spec)
-    if header is None or not any(s.endswith((".cpp", ".cc", ".cxx")) for s in spec.sources):
+    if header is None or not any(str(s).endswith((".cpp", ".cc", ".cxx")) for s in spec.sources):
         return None
     cxx = os.path.realpath(toolchain.find_cxx())
     flags = pch_flags(spec)

@@ -17,13 +17,19 @@ Importing this module patches nothing and imports neither FlashInfer nor tvm-ffi
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._gate import TESTED_VERSIONS
 from ._patch import install, is_installed, uninstall
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+    from ..spec import KernelSpec
 
 __all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "kernel_spec", "built"]
 
 
-def kernel_spec(jit_spec, settings=None):  # type: ignore[no-untyped-def]
+def kernel_spec(jit_spec: Any, settings: "Settings | None" = None) -> "KernelSpec":
     """The kernelcache ``KernelSpec`` the route builds for a FlashInfer ``JitSpecNvcc``."""
     from ..settings import resolve
     from ._spec import kernel_spec as _kernel_spec
@@ -31,7 +37,7 @@ def kernel_spec(jit_spec, settings=None):  # type: ignore[no-untyped-def]
     return _kernel_spec(jit_spec, resolve(settings))[0]
 
 
-def built(texts: list[str], settings=None) -> list[dict]:  # type: ignore[no-untyped-def]
+def built(texts: list[str], settings: "Settings | None" = None) -> list[dict]:
     """The modules ``texts`` name (``MODULE:FUNCTION[(LITERAL ARGS)]``), each a hit or one build
     through the route: a row per module (``name``, ``status``, ``entry_path`` or ``reason``)."""
     from ..settings import resolve

@@ -29,7 +29,6 @@ class CommandLines(FrozenRecord):
     include_dirs: tuple[str, ...]  # -I / -isystem directories, in search order (absent-header probes)
     cuda_home: str
     archs: tuple[str, ...]  # the module's own gencode set ("9.0a"): what entries are checked against
-    _FIELDS = ("cflags", "cuda_cflags", "ldflags", "include_dirs", "cuda_home", "archs")
 
 
 _SHELL = frozenset("'\"\\$`")  # what only a shell split reads right (after $cuda_home is put in)

@@ -13,11 +13,10 @@ import os
 import sys
 from typing import Any
 
+from ._params import JIT_SPEC
+
 TESTED_VERSIONS = ("0.7.4",)
-KNOWN_FIELDS = frozenset({
-    "name", "sources", "extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_dirs", "is_class",
-    "needs_device_linking", "post_load_adapter", "embedded_cubin_factory", "extra_cuda_cflags_by_source",
-})
+KNOWN_FIELDS = frozenset(JIT_SPEC.names)  # the fields the parameter table declares
 # Environment that changes FlashInfer's command lines in ways the route does not mirror.
 _FOREIGN_TOOLS = ("FLASHINFER_NVCC", "FLASHINFER_CXX_LAUNCHER", "FLASHINFER_NVCC_LAUNCHER")
 _said: set[tuple[str | None, str]] = set()

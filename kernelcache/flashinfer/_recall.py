@@ -2,7 +2,7 @@
 
 What decides the full path's answer for a ``JitSpecNvcc`` without computing FlashInfer's flags
 (6 ms of ``sysconfig`` and ``nvcc --version`` on a process's first module): the spec's own
-fields (paths also as their symlinks lead now), the bytes of its generated sources (what the
+fields as its parameter table keys them (``_params``; paths also as their symlinks lead now), the bytes of its generated sources (what the
 snapshot would copy), FlashInfer's version and the file its flag builders live in, torch's
 version and C++ ABI (read by those builders), and every ``FLASHINFER_*`` variable (the extra
 flags, the arch list). The rest (nvcc, the host compiler, the module's headers and static sources,
@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import recall
 from . import _snapshot
+from ._params import JIT_SPEC
 
 
 def _version_facts() -> tuple:
@@ -41,15 +42,10 @@ def digest(jit_spec: Any) -> str | None:
         sources = [str(p) for p in jit_spec.sources]
         gen = [p for p in jit_spec.sources if _snapshot.is_generated(p, fi_env.FLASHINFER_GEN_SRC_DIR)]
         files = _snapshot.files_of(list(gen)) if gen else {}
-        call = (jit_spec.name, sources, _plain(jit_spec.extra_cflags), _plain(jit_spec.extra_cuda_cflags),
-                _plain(jit_spec.extra_ldflags), [str(d) for d in jit_spec.extra_include_dirs or ()],
+        call = (*JIT_SPEC.digest(JIT_SPEC.fields(jit_spec)),
                 recall.real_paths(list(jit_spec.extra_include_dirs or ())), recall.real_paths(sources),
-                bool(jit_spec.is_class), bool(jit_spec.needs_device_linking),
                 sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items()), _version_facts())
     except (OSError, TypeError, AttributeError):
         return None
     return recall.digest("flashinfer", call, env_prefix="FLASHINFER_")
 
-
-def _plain(flags: Any) -> list[str] | None:
-    return None if flags is None else [str(f) for f in flags]

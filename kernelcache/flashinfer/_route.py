@@ -48,7 +48,7 @@ def _miss_type() -> Any:
 
         from ..errors import CacheMissError
 
-        class FlashInferCacheMiss(MissingJITCacheError, CacheMissError):  # type: ignore[misc]
+        class FlashInferCacheMiss(MissingJITCacheError, CacheMissError):
             def __init__(self, message: str, spec: Any, reason: str, candidates: list[str]) -> None:
                 RuntimeError.__init__(self, message)
                 self.spec, self.spec_name = spec, spec.name

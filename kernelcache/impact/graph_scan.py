@@ -84,8 +84,7 @@ def _collect(tree: ast.AST, f: Facts, depth: int, text: str) -> None:
     """One pass over every node (``ast.walk``: no per-node method dispatch)."""
     guarded = _guarded_nodes(tree) if "TYPE_CHECKING" in text else set()
     for node in ast.walk(tree):
-        t = type(node)
-        if t is ast.Constant:
+        if isinstance(node, ast.Constant):
             v = node.value
             if type(v) is not str:
                 continue
@@ -99,12 +98,12 @@ def _collect(tree: ast.AST, f: Facts, depth: int, text: str) -> None:
                 except (SyntaxError, ValueError):
                     continue
                 _collect(sub, f, depth + 1, v)
-        elif t is ast.Import:
+        elif isinstance(node, ast.Import):
             g = id(node) in guarded
             f.imports.extend((0, a.name, (), g) for a in node.names)
-        elif t is ast.ImportFrom:
+        elif isinstance(node, ast.ImportFrom):
             f.imports.append((node.level, node.module or "", tuple(a.name for a in node.names), id(node) in guarded))
-        elif t is ast.Call:
+        elif isinstance(node, ast.Call):
             name = _call_name(node.func)
             if name in ("import_module", "__import__"):
                 arg = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "name"), None)
@@ -112,7 +111,7 @@ def _collect(tree: ast.AST, f: Facts, depth: int, text: str) -> None:
                     f.literals.append(_with_package(arg.value, node))
                 else:
                     f.computed = True
-        elif t is ast.List or t is ast.Tuple:
+        elif isinstance(node, (ast.List, ast.Tuple)):
             elts = node.elts
             for a, b in zip(elts, elts[1:]):  # [sys.executable, "-m", "pkg.mod", ...]: run in a subprocess
                 if type(a) is ast.Constant and a.value == "-m" and type(b) is ast.Constant \

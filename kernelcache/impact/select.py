@@ -189,7 +189,7 @@ class Selector:
         frec = self.map.files.get(rec.file)
         kernels = self._kernels_of(t, rec, frec)
         commits = {rec.commit, *(frec.commits if frec else ())}
-        commits |= {k.commit for n in kernels if (k := self.map.kernels.get(n)) is not None}
+        commits |= {kr.commit for n in kernels if (kr := self.map.kernels.get(n)) is not None}
         ckey = frozenset(commits)
         changed = self.changes_for(commits)
         why = self._memo(("imports", t.file, ckey), lambda: self._imports(t.file, changed))

@@ -1,51 +1,32 @@
 """Module kinds: what a build produces and how it is admitted, one file per kind.
 
 ``KernelSpec.kind`` names a file of this package (``tvm_ffi``, ``torch_python``,
-``torch_library``, ``executable``); that file's ``KIND`` (a :class:`~.base.Kind`) supplies
-everything that differs per kind: the plan facts (output name, flag style), the key facts, the
-fresh-build check, admission and the label. Nothing outside this package compares a kind's
-name, so the next kind (a FlashInfer module, say) is one more file here.
+``torch_library``, ``executable``, ``flashinfer``, ``sglang``) or a kind another distribution
+declares in the entry-point group ``kernelcache.kinds`` (``registry``); its ``KIND`` (a
+:class:`~.base.Kind`) supplies everything that differs per kind: the plan, the key facts, the
+binary's file checks, the fresh-build record, admission, the recalled call's lean load and the
+label. Nothing outside this package compares a kind's name, so the next kind is one more file
+here, or a package of its own.
 
-Kinds are found by file name and imported on first use, so a process that loads only tvm-ffi
-modules never imports the torch kinds.
+Kinds are found by name and imported on first use, so a process that loads only tvm-ffi
+modules never imports the torch kinds (nor reads entry points).
 """
 from __future__ import annotations
 
 import json
 import sys
-from importlib import import_module
 from typing import TYPE_CHECKING
 
 from ..errors import SpecError
+from .registry import GROUP, of, register
+
+__all__ = ["GROUP", "label", "make_plan", "of", "register", "source_inputs", "source_key", "surface_main"]
 
 if TYPE_CHECKING:
     from ..plan import BuildPlan
     from ..settings import Settings
     from ..spec import KernelSpec
     from .base import Kind
-
-
-def of(name: str) -> "Kind":
-    """The kind named ``name`` (SpecError when no file of this package defines it).
-
-    The fast path takes a module from ``sys.modules`` only once it has its ``KIND``: another
-    thread may still be executing it (the plugin warms kernels in parallel threads), and
-    ``import_module`` is what waits for that thread's import to finish."""
-    kind = getattr(sys.modules.get(f"{__name__}.{name}"), "KIND", None)
-    if kind is not None:
-        return kind
-    if not name.isidentifier() or name in ("base", "torch_common"):
-        raise SpecError(f"unknown module kind {name!r}")
-    try:
-        mod = import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"{__name__}.{name}":
-            raise
-        raise SpecError(f"unknown module kind {name!r} (no kernelcache/kinds/{name}.py)") from None
-    kind = getattr(mod, "KIND", None)
-    if kind is None:
-        raise SpecError(f"unknown module kind {name!r}")
-    return kind
 
 
 def make_plan(spec: "KernelSpec", settings: "Settings") -> "BuildPlan":

@@ -5,9 +5,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .. import plan as plan_mod
 from .. import validate
 from ..errors import BuildError
 from ..manifest import Manifest
+from ..settings import Settings
 from ..spec import KernelSpec
 from .base import Kind
 
@@ -33,6 +35,11 @@ class TvmFfi(Kind):
 
     def key_inputs(self) -> dict[str, str]:
         return {}
+
+    def plan(self, spec: KernelSpec, settings: Settings) -> plan_mod.BuildPlan:
+        """tvm-ffi's base flags, include dir and library added to the spec's."""
+        return plan_mod.tvm_ffi_plan(spec, settings, so_name=self.so_name(spec.name), shared=self.shared,
+                                     kind_inputs=self.key_inputs())
 
     def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
         """The exported schemas (every symbol must resolve, or the build failed)."""
@@ -67,6 +74,11 @@ class ForeignJitModule(TvmFfi):
 
     def key_inputs(self) -> dict[str, str]:
         return {"kind": self.name}
+
+    def plan(self, spec: KernelSpec, settings: Settings) -> plan_mod.BuildPlan:
+        """The foreign JIT's complete lines, used as given (``Kind.plan``)."""
+        return plan_mod.verbatim_plan(spec, settings, so_name=self.so_name(spec.name), shared=self.shared,
+                                      kind_inputs=self.key_inputs())
 
     def version_refusal(self, m: Manifest) -> validate.Rejection | None:
         """Why an exported entry may not be used with the installed JIT (None: it may)."""

@@ -24,6 +24,7 @@ Each adapter module offers ``install(settings=None)``, ``uninstall()`` and ``is_
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -53,6 +54,10 @@ def available(name: str) -> bool:
         return importlib.util.find_spec(REGISTRY[name][1]) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _install(name: str, settings: "Settings | None") -> None:
+    _adapter(name).install(settings)
 
 
 def _adapter(name: str) -> Any:
@@ -96,7 +101,7 @@ def arm(which: "str | Iterable[str]" = "all", settings: "Settings | None" = None
         _adapter(missing[0])  # raises PatchError naming it
     for name in chosen:
         if name not in missing:
-            _hook.arm(REGISTRY[name][0], lambda n=name: _adapter(n).install(settings))
+            _hook.arm(REGISTRY[name][0], functools.partial(_install, name, settings))
     return tuple(n for n in chosen if n not in missing)
 
 

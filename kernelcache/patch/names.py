@@ -5,7 +5,7 @@ and the switch (:mod:`kernelcache.patch`) can arm with it, neither importing the
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable
 
 # name -> (the module it patches, the kernelcache module that does it); registry order is the
 # order drop-ins are reported and installed in.
@@ -19,7 +19,7 @@ _ALL = ("all", "1", "true", "yes", "on")
 _NONE = ("0", "false", "no", "off", "")
 
 
-def parse(value: "str | Sequence[str] | None", name: str = "KERNELCACHE_PATCH") -> tuple[str, ...]:
+def parse(value: "str | Iterable[str] | None", name: str = "KERNELCACHE_PATCH") -> tuple[str, ...]:
     """``"tvm_ffi,torch"`` / ``"all"`` / a sequence of names -> the drop-ins, in registry order.
 
     Comma or space separated; ``all`` means every drop-in; ``0``/``off``/empty means none; an

@@ -12,7 +12,7 @@ import os
 import shlex
 import warnings
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import AbstractSet, Any, Mapping
 
 import pytest
 
@@ -263,7 +263,7 @@ def read_environ(config: pytest.Config) -> tuple[dict[str, str], set[str]]:
     return env, old_used
 
 
-def resolve(config: pytest.Config, env: Mapping[str, str], old_env_used: set[str] = frozenset()) -> Resolved:
+def resolve(config: pytest.Config, env: Mapping[str, str], old_env_used: AbstractSet[str] = frozenset()) -> Resolved:
     """dest -> (value, source); precedence ini < env < CLI; list options accumulate instead.
 
     ``env`` is what :func:`read_environ` returned; ``old_env_used`` only changes how a bad

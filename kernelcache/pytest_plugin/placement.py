@@ -72,7 +72,8 @@ def deselect(config: pytest.Config, items: list[pytest.Item]) -> int:
     opts = config.stash.get(_KEY, None)
     if not opts:
         return 0
-    keep, dropped = [], []
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         label = runner_of(item, opts["scopes"])
         (dropped if label is not None and label != opts["runner"] else keep).append(item)

@@ -32,7 +32,7 @@ _REASON_MAX = 160
 def versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": sys.version.split()[0], "pytest": pytest.__version__}
+    out: dict[str, str | None] = {"python": sys.version.split()[0], "pytest": pytest.__version__}
     for dist, key in (("kernelcache", "kernelcache"), ("apache-tvm-ffi", "tvm_ffi"), ("pytest-xdist", "xdist")):
         try:
             out[key] = version(dist)

@@ -19,20 +19,27 @@ Importing this module patches nothing and imports neither SGLang nor tvm-ffi.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._gate import TESTED_VERSIONS
 from ._patch import install, is_installed, uninstall
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..settings import Settings
 
 __all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "loaded_path", "built"]
 
 
-def loaded_path(module_name: str):  # type: ignore[no-untyped-def]
+def loaded_path(module_name: str) -> "Path | None":
     """The entry file a routed ``load_jit`` loaded for SGLang module ``module_name`` (None: none)."""
     from ._route import loaded_path as _loaded_path
 
     return _loaded_path(module_name)
 
 
-def built(texts: list[str], settings=None) -> list[dict]:  # type: ignore[no-untyped-def]
+def built(texts: list[str], settings: "Settings | None" = None) -> list[dict]:
     """The modules the factories ``texts`` name (``MODULE:FUNCTION[(LITERAL ARGS)]``) load, each a
     hit or one build through the route: a row per module (``name``, ``status``, ``entry_path``) or
     per failed name (``reason``)."""

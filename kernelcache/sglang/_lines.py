@@ -36,7 +36,6 @@ class CommandLines(FrozenRecord):
     cudaflags: tuple[str, ...]
     ldflags: tuple[str, ...]  # without -shared
     units: tuple[tuple[str, str], ...]  # (rule, input as written) of each compile statement
-    _FIELDS = ("cxx", "nvcc", "cxxflags", "cudaflags", "ldflags", "units")
 
 
 def _unescape(value: str, where: str) -> str:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-_PARAMS = ("cpp_files", "cuda_files", "cpp_wrappers", "cuda_wrappers", "extra_cflags", "extra_cuda_cflags",
-           "extra_ldflags", "extra_include_paths", "extra_dependencies", "header_only")
+from ._params import LOAD_JIT
+
+_PARAMS = tuple(n for n in LOAD_JIT.names if n != "args")  # load_jit's keyword-only parameters
 
 
 class Request:

@@ -108,15 +108,23 @@ def resolved(request: Any, settings: "Settings | None") -> tuple[Any, Any, Any] 
     return _spec.kernel_spec(request, lines, Path(KERNEL_PATH), settings_for(settings))
 
 
+def _own(args: tuple, kwargs: dict, original: Callable[..., Any], why: str) -> Any:
+    """SGLang's own ``load_jit`` for a call not taken (said once, with why)."""
+    _gate.say("_".join(str(a) for a in args) or "load_jit", why)
+    return original(*args, **kwargs)
+
+
 def load(args: tuple, kwargs: dict, original: Callable[..., Any], settings: "Settings | None") -> Any:
     """One routed ``load_jit`` call: the loaded module (SGLang's own call where not taken)."""
     from . import _request
 
     loader = sys.modules[LOADER]
     why = _gate.call_refusal(loader)
-    request = None if why else _request.resolve(loader, args, kwargs)
+    if why:
+        return _own(args, kwargs, original, why)
+    request = _request.resolve(loader, args, kwargs)
     d = None
-    if request is not None and settings is None:  # install(settings) given: the full path with those
+    if settings is None:  # install(settings) given: the full path with those
         from .. import recall
 
         d = _digest(request)
@@ -124,10 +132,9 @@ def load(args: tuple, kwargs: dict, original: Callable[..., Any], settings: "Set
         if got is not None:
             _loaded[request.module_name] = Path(got[1])
             return got[0]
-    full = why or resolved(request, settings)
+    full = resolved(request, settings)
     if isinstance(full, str):
-        _gate.say("_".join(str(a) for a in args) or "load_jit", full)
-        return original(*args, **kwargs)
+        return _own(args, kwargs, original, full)
     import kernelcache
 
     from ..dropin import generated

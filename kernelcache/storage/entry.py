@@ -10,6 +10,7 @@ import json
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 from .. import bounded, deprecord
 from ..errors import KernelCacheError
@@ -87,7 +88,7 @@ class Entry:
             deprecord.save(self.path, rec)
         return rec, m
 
-    def _read_manifest(self) -> "tuple[bytes, tuple, object] | None":
+    def _read_manifest(self) -> "tuple[bytes, tuple, Any] | None":
         """manifest.json's bytes, the stat they were read under (binds the hit record) and the parse."""
         path = self.path / MANIFEST
         try:

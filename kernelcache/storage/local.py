@@ -23,6 +23,7 @@ from .. import dir_trust
 from .. import manifest as manifest_mod
 from ..errors import CacheRemovedError, RemovalError
 from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
+from ..records import FrozenRecord
 from ..settings import Settings
 from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
 from .removal import remove_root, rmtree
@@ -30,33 +31,16 @@ from .removal import remove_root, rmtree
 TMP_MAX_AGE_S = 6 * 3600
 
 
-class EntryInfo:
-    """What ``ls`` and ``prune`` need, read from paths and stats only (a plain record, not a
-    dataclass: every load imports this module)."""
+class EntryInfo(FrozenRecord):
+    """What ``ls`` and ``prune`` need, read from paths and stats only."""
 
-    __slots__ = ("path", "area", "name", "key", "entry_id", "size", "last_used")
-
-    def __init__(self, path: Path, area: str, name: str, key: str, entry_id: str, size: int,
-                 last_used: float) -> None:
-        self.path = path
-        self.area = area  # entries | fetched | quarantine
-        self.name = name
-        self.key = key  # key1[:32] (entries) or skey[:32] (fetched)
-        self.entry_id = entry_id
-        self.size = size
-        self.last_used = last_used
-
-    def _t(self) -> tuple:
-        return tuple(getattr(self, f) for f in self.__slots__)
-
-    def __eq__(self, other: object) -> bool:
-        return other.__class__ is self.__class__ and self._t() == other._t()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash(self._t())
-
-    def __repr__(self) -> str:
-        return "EntryInfo(" + ", ".join(f"{f}={v!r}" for f, v in zip(self.__slots__, self._t())) + ")"
+    path: Path
+    area: str  # entries | fetched | quarantine
+    name: str
+    key: str  # key1[:32] (entries) or skey[:32] (fetched)
+    entry_id: str
+    size: int
+    last_used: float
 
 
 class LocalStore:

@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeGuard
 
 from ..errors import BuildError
 
@@ -128,5 +129,5 @@ def metadata_disabled(cflags: Sequence[str]) -> bool:
     return not state
 
 
-def is_object_output(output: str | None) -> bool:
+def is_object_output(output: str | None) -> TypeGuard[str]:
     return output is not None and Path(output).suffix.lower() in OBJECT_SUFFIXES

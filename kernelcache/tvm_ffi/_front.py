@@ -3,13 +3,15 @@ call (and any ``settings=``) takes the full path in :mod:`._api`.
 
 Why a module of its own: ``import kernelcache.tvm_ffi`` and the first warm load of a process
 import only this and :mod:`kernelcache.recall` (benchmarks/bench_dropin_import.py); the argument
-handling, the loader and the toolchain are imported when a call is not recalled.
+handling, the loader and the toolchain are imported when a call is not recalled. The digest and
+the call through come from tvm-ffi's parameter tables (``_params``).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .. import recall
+from ._params import LOAD, LOAD_INLINE
 
 if TYPE_CHECKING:  # pragma: no cover
     from tvm_ffi import Module
@@ -37,21 +39,16 @@ def load_inline(
 
     Same arguments and result as ``tvm_ffi.cpp.load_inline`` (see :func:`._api.load_inline`).
     """
+    args = locals()
     d = None
     if settings is None and not _links_objects(extra_ldflags):
-        d = recall.digest("tvm_ffi.load_inline", (name, cpp_sources, cuda_sources, functions, extra_cflags,
-                                                  extra_cuda_cflags, extra_ldflags, extra_include_paths,
-                                                  embed_cubin, backend, recall.real_paths(extra_include_paths)))
+        d = recall.digest("tvm_ffi.load_inline", (*LOAD_INLINE.digest(args), recall.real_paths(extra_include_paths)))
         mod = recall.recall(d) if d is not None else None
         if mod is not None:
             return mod
     from . import _api
 
-    return _api.load_inline(name, cpp_sources=cpp_sources, cuda_sources=cuda_sources, functions=functions,
-                            extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
-                            extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
-                            build_directory=build_directory, embed_cubin=embed_cubin,
-                            keep_module_alive=keep_module_alive, backend=backend, settings=settings, _recall=d)
+    return _api.load_inline(**LOAD_INLINE.bind(args), settings=settings, _recall=d)
 
 
 def load(
@@ -73,21 +70,17 @@ def load(
 
     Same arguments and result as ``tvm_ffi.cpp.load`` (see :func:`._api.load`).
     """
+    args = locals()
     d = None
     if settings is None and not _links_objects(sources, cpp_files, cuda_files, extra_ldflags):
-        d = recall.digest("tvm_ffi.load", (name, sources, cpp_files, cuda_files, extra_cflags, extra_cuda_cflags,
-                                           extra_ldflags, extra_include_paths, backend,
-                                           [recall.real_paths(g) for g in (sources, cpp_files, cuda_files,
-                                                                           extra_include_paths)]))
+        d = recall.digest("tvm_ffi.load", (*LOAD.digest(args), [recall.real_paths(g) for g in (sources, cpp_files, cuda_files,
+                                                                                       extra_include_paths)]))
         mod = recall.recall(d) if d is not None else None
         if mod is not None:
             return mod
     from . import _api
 
-    return _api.load(name, sources=sources, cpp_files=cpp_files, cuda_files=cuda_files, extra_cflags=extra_cflags,
-                     extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
-                     extra_include_paths=extra_include_paths, build_directory=build_directory,
-                     keep_module_alive=keep_module_alive, backend=backend, settings=settings, _recall=d)
+    return _api.load(**LOAD.bind(args), settings=settings, _recall=d)
 
 
 def _links_objects(*groups: Any) -> bool:

@@ -34,6 +34,7 @@ MEMOS = {
     "sglang/_gate.py": {"sglang.said"},
     "sglang/_route.py": {"sglang.loaded"},
     "kinds/flashinfer.py": {"kinds.flashinfer.record"},
+    "kinds/registry.py": {"kinds.registry.plugins"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
     "installed.py": {"installed.listings"},

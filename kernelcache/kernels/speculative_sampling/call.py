@@ -161,7 +161,7 @@ def register_op() -> Any:
         import torch
 
         try:  # registered already (an earlier Runtime of this process, a reloaded module)
-            torch.ops.kernelcache.tree_speculative_sampling_target_only.default  # type: ignore[attr-defined]
+            torch.ops.kernelcache.tree_speculative_sampling_target_only.default
             already = True
         except (AttributeError, RuntimeError):
             already = False

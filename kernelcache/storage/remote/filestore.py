@@ -13,6 +13,7 @@ Shared-filesystem rules (what the field's bug reports teach, see the fleet-cache
 """
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import shutil
@@ -203,13 +204,13 @@ class FileBackend:
 
         self._bounded(f"tidy {prefix}", run)
 
-    def stale_temp_files(self, older_than: float) -> list[Path]:
+    def stale_temp_files(self, older_than: float) -> builtins.list[Path]:
         """Temp files of writers that died before linking (their names start with '.tmp-')."""
         import time
 
-        def run() -> list[Path]:
+        def run() -> builtins.list[Path]:
             cutoff = time.time() - older_than
-            out = []
+            out: builtins.list[Path] = []
             for d, _dirs, files in os.walk(self.root):
                 for f in files:
                     p = Path(d) / f

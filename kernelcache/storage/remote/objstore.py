@@ -133,7 +133,7 @@ class ObjectBackend:
         p = prefix.strip("/")
 
         def run() -> list[ObjectInfo]:
-            out = []
+            out: list[ObjectInfo] = []
             for batch in self._obs.list(self._small, p or None, chunk_size=1000):
                 out.extend(self._info(m) for m in batch)
             return out

@@ -5,6 +5,7 @@ docs/fleet_cache.md); ``remote_trim`` exists for shared filesystems, which have 
 """
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import time
@@ -115,16 +116,20 @@ def remote_trim(rc: RemoteCache, max_age_s: float, dry_run: bool = False,
     now = time.time()
     plan: list[tuple[str, Callable[[], None]]] = []
     keep = []
+
+    def deleter(key: str) -> Callable[[], None]:
+        return lambda: rc.store.delete(key)
+
     for ref in rc.all_entries():
         if ref.last_modified.timestamp() < now - max_age_s:
-            plan.append((ref.key, lambda k=ref.key: rc.store.delete(k)))
+            plan.append((ref.key, deleter(ref.key)))
         else:
             keep.append(ref)
     referenced = _referenced(rc, keep)
     grace = min(max_age_s, TEMP_GRACE_S)
     for sha, obj in sorted(_blobs(rc).items()):
         if sha not in referenced and obj.last_modified.timestamp() < now - grace:
-            plan.append((blob_key(sha), lambda k=blob_key(sha): rc.store.delete(k)))
+            plan.append((blob_key(sha), deleter(blob_key(sha))))
     for obj in rc.store.list(LEASES):
         expired = obj.last_modified.timestamp() < now - rc.lease_ttl
         try:
@@ -132,9 +137,9 @@ def remote_trim(rc: RemoteCache, max_age_s: float, dry_run: bool = False,
         except (RemoteMissing, RemoteCorrupt, ValueError, KeyError, TypeError):
             pass
         if expired:
-            plan.append((obj.key, lambda k=obj.key: rc.store.delete(k)))
+            plan.append((obj.key, deleter(obj.key)))
     for p in backend.stale_temp_files(TEMP_GRACE_S):
-        plan.append((str(p.relative_to(backend.root)), lambda p=p: _unlink_quiet(p)))
+        plan.append((str(p.relative_to(backend.root)), functools.partial(_unlink_quiet, p)))
     if dry_run:
         return [key for key, _ in plan]
     removed: list[str] = []
