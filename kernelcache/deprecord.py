@@ -338,6 +338,31 @@ def load(entry_dir: Path, manifest_name: str) -> HitRecord | None:
     return None
 
 
+def head(entry_dir: Path, manifest_name: str) -> dict | None:
+    """The small rest of the manifest (its fields but the dependencies) from the record's first
+    bytes, for listings (``kernelcache ls``: the kind of 10,000 entries without parsing a
+    900 KB torch manifest each). None when the record is absent, damaged, of another version or
+    not bound to the manifest by its stat (the caller then reads the manifest)."""
+    try:
+        fd, st = bounded.open_regular(os.path.join(entry_dir, FILENAME))
+        try:
+            fixed = os.read(fd, _HEADER.size)
+            (magic, version, py, s0, s1, s2, s3, _md, crc, _n, _na, lh, _lp, _la,
+             _b0, _b1, _b2, _b3, _nc, _lt, lg) = _HEADER.unpack(fixed)
+            if magic != _MAGIC or version != _VERSION or py != _PY or _HEADER.size + lh + lg > st.st_size:
+                return None
+            data = bounded.read_fd(fd, lh + lg)[:lh + lg]
+        finally:
+            os.close(fd)
+        if zlib.crc32(data) != crc or tuple(stat_fields(os.stat(os.path.join(entry_dir, manifest_name)))) \
+                != (s0, s1, s2, s3):
+            return None
+        out = marshal.loads(data[:lh])
+    except (OSError, struct.error, ValueError, EOFError, TypeError):
+        return None
+    return out if isinstance(out, dict) else None
+
+
 def save(entry_dir: Path, rec: HitRecord) -> None:
     """Write atomically (temp file + rename). Best effort: an entry whose record cannot be
     written keeps being served from its manifest."""

@@ -5,6 +5,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from ..events import Status
@@ -114,8 +115,34 @@ def _prebuilt_names(s) -> set[str]:
     return names
 
 
+def _kind_of(entry_dir: Path) -> str:
+    """The kind an entry's manifest names, from the small head of its hit record (a torch
+    manifest is ~900 KB of dependencies); the manifest itself only when the record is not bound."""
+    from .. import deprecord
+    from ..manifest import FILENAME, read
+    from ..spec import DEFAULT_KIND
+
+    head = deprecord.head(entry_dir, FILENAME)
+    if head is None:
+        m = read(entry_dir)
+        return m.kind if m is not None else "?"
+    return str(head.get("kind") or DEFAULT_KIND)  # tvm-ffi manifests leave the default out
+
+
+def _kind_label(kind: str) -> str:
+    """How ``ls`` and ``stats`` name a kind ("torch extension", "FlashInfer JIT module", ...)."""
+    from .. import kinds
+    from ..errors import SpecError
+
+    try:
+        return kinds.of(kind).label or kind
+    except SpecError:  # a kind of a package not installed here
+        return kind
+
+
 def cmd_ls(args) -> int:
-    """From paths and stats only: 10,000 entries list in well under two seconds."""
+    """From paths and stats, and each entry's kind from the small head of its hit record:
+    10,000 entries list in well under two seconds."""
     from ..storage.local import LocalStore
 
     from ..storage import prebuilt
@@ -124,19 +151,23 @@ def cmd_ls(args) -> int:
     s = settings_of(args)
     items: list[dict[str, Any]] = [{"name": i.name, "entry_id": i.entry_id, "path": str(i.path),
               "source": "cache" if i.area == BUILT else "fetched", "key": i.key, "size": i.size,
-              "last_used": i.last_used} for i in LocalStore(s).infos(args.name)]
+              "last_used": i.last_used, "kind": _kind_of(i.path)} for i in LocalStore(s).infos(args.name)]
     for n in ([args.name] if args.name else sorted(_prebuilt_names(s))):
         items += [{"name": n, "entry_id": e.entry_id, "path": str(e.path), "source": f"prebuilt:{e.path.parents[3]}",
-                   "key": e.manifest.key1[:32], "size": dir_size(e.path), "last_used": e.last_used()}
+                   "key": e.manifest.key1[:32], "size": dir_size(e.path), "last_used": e.last_used(),
+                   "kind": e.manifest.kind}
                   for e in prebuilt.candidates(n, s)]
+    labels = {k: _kind_label(k) for k in {i["kind"] for i in items}}
+    for i in items:
+        i["kind_label"] = labels[i["kind"]]
     if args.json:
         print(json.dumps(items, indent=1))
         return 0
     print(f"cache dir: {s.cache_dir}")
     rows = [[i["name"], i["entry_id"][:12], i["source"], f"{i['size'] / 1e6:.1f}MB",
-             time.strftime("%Y-%m-%d %H:%M", time.localtime(i["last_used"]))]
+             time.strftime("%Y-%m-%d %H:%M", time.localtime(i["last_used"])), i["kind_label"]]
             for i in sorted(items, key=lambda i: (i["name"], -i["last_used"]))]
-    print(table(rows, ["kernel", "entry", "from", "size", "last used"]) if rows else "(empty)")
+    print(table(rows, ["kernel", "entry", "from", "size", "last used", "kind"]) if rows else "(empty)")
     return 0
 
 
@@ -283,17 +314,23 @@ def cmd_stats(args) -> int:
     from ..storage.local import LocalStore
 
     s = settings_of(args)
-    rows: dict[str, dict] = defaultdict(lambda: {"entries": 0, "fetched": 0, "size": 0, "last_used": 0.0})
+    rows: dict[str, dict] = defaultdict(lambda: {"entries": 0, "fetched": 0, "size": 0, "last_used": 0.0,
+                                                 "kinds": set()})
     for i in LocalStore(s).infos(args.name):
         r = rows[i.name]
         r["entries" if i.area == BUILT else "fetched"] += 1
         r["size"] += i.size
         r["last_used"] = max(r["last_used"], i.last_used)
+        r["kinds"].add(_kind_of(i.path))
+    for r in rows.values():  # one kind, as a string; a name cached as two kinds lists both
+        kinds = sorted(r.pop("kinds"))
+        r["kind"], r["kind_label"] = ", ".join(kinds), ", ".join(map(_kind_label, kinds))
     if args.json:
         print(json.dumps(dict(rows), indent=1))
         return 0
     print(f"cache dir: {s.cache_dir}")
     out = [[n, r["entries"], r["fetched"], f"{r['size'] / 1e6:.1f}MB",
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_used"]))] for n, r in sorted(rows.items())]
-    print(table(out, ["kernel", "built", "fetched", "size", "last used"]) if out else "(empty)")
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_used"])), r["kind_label"]]
+           for n, r in sorted(rows.items())]
+    print(table(out, ["kernel", "built", "fetched", "size", "last used", "kind"]) if out else "(empty)")
     return 0
