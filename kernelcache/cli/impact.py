@@ -14,16 +14,24 @@ from pathlib import Path
 
 def add_parsers(sub) -> None:
     a = sub.add_parser("affected", help="tests a change since REF can affect (test impact map + git diff)")
-    a.add_argument("--since", required=True, metavar="REF", help="base: git diff REF...HEAD + uncommitted")
+    a.add_argument("--since", metavar="REF", help="base: git diff REF...HEAD + uncommitted (required unless --verify)")
     a.add_argument("--map", default=None, metavar="PATH",
                    help="impact map (default: $KERNELCACHE_IMPACT_MAP); without one everything runs")
     a.add_argument("--root", default=".", help="a directory inside the repository (default: .)")
     a.add_argument("--json", action="store_true")
     a.add_argument("--files", action="store_true", help="print only the test files to run, one per line")
+    a.add_argument("--verify", metavar="REPORT", default=None,
+                   help="recompute the witnesses of the tests a run deselected (its --kc-report-json) on this tree "
+                        "and environment: exit 1 naming each that no longer holds")
     a.set_defaults(fn=cmd_affected)
 
 
 def cmd_affected(args: argparse.Namespace) -> int:
+    if args.verify:
+        return cmd_verify(args.verify, Path(args.root), args.json)
+    if not args.since:
+        print("kernelcache affected: --since REF is required (or --verify REPORT)")
+        return 2
     from ..impact.api import affected
     from ..settings import kc_environ
     from .common import settings_of
@@ -54,3 +62,24 @@ def cmd_affected(args: argparse.Namespace) -> int:
     for f, why in out["new_files"].items():
         print(f"{f}  # {why}")
     return 0
+
+
+def cmd_verify(report: str, root: Path, as_json: bool) -> int:
+    """Replay a run's witnesses: 0 when each still holds, 1 naming those that do not, 2 when
+    the report has none."""
+    from ..impact import witness
+
+    try:
+        w = witness.from_report(report)
+    except ValueError as e:
+        print(f"kernelcache affected --verify: {e}")
+        return 2
+    broken = witness.verify(w, root)
+    n = len(w.get("tests") or {})
+    if as_json:
+        print(json.dumps({"report": report, "witnesses": n, "broken": broken}, indent=1))
+    else:
+        for line in broken:
+            print(line)
+        print(f"{n - len(broken)} of {n} witness(es) hold" + (f"; {len(broken)} no longer hold" if broken else ""))
+    return 1 if broken else 0

@@ -161,7 +161,12 @@ def prepare(start: Path | str, since: str, map_path: Path | str | None, rules: R
     graph = None
     if root is not None and cs.known:
         graph = ImportGraph(root, changes_mod.repo_files(root, "*.py"), cache=graph_cache)
-    sel = Selector(cs, imap, problem, graph, rules)
+    envc = None
+    if imap is not None and cs.known:
+        from .env_check import EnvCheck
+
+        envc = EnvCheck(imap, Path(graph_cache).parent if graph_cache else None)
+    sel = Selector(cs, imap, problem, graph, rules, envc)
     return Prepared(sel, cs, imap, problem, time.perf_counter() - t0)
 
 

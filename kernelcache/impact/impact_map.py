@@ -42,6 +42,8 @@ class KernelRecord:
     complete: bool = False
     entry_id: str = ""
     commit: str = ""
+    # identity key -> what the key used outside the repository (environment.kernel_identities)
+    env: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class TestRecord:
     early_skip: bool = False  # skipped before it could load anything (mapped by markers/imports)
     skipped: bool = False  # skipped at any point (it may load more where it runs to the end)
     commit: str = ""  # HEAD when recorded
+    env: str = ""  # the digest of its run's Python environment (ImpactMap.environments)
 
 
 @dataclass
@@ -85,6 +88,8 @@ class ImpactMap:
     kernels: dict[str, KernelRecord] = field(default_factory=dict)
     # repository paths the recording runs wrote (their JSON reports): outputs, never changes
     outputs: list[str] = field(default_factory=list)
+    # digest -> a run's Python environment (interpreter, distributions and versions), per test record
+    environments: dict[str, dict] = field(default_factory=dict)
     format: int = FORMAT
 
     # -- (de)serialisation -----------------------------------------------------------------------
@@ -94,7 +99,9 @@ class ImpactMap:
                 "rootdir": self.rootdir, "created": self.created, "outputs": sorted(set(self.outputs)),
                 "kernels": {n: asdict(k) for n, k in sorted(self.kernels.items())},
                 "files": {f: asdict(r) for f, r in sorted(self.files.items())},
-                "tests": {n: asdict(t) for n, t in sorted(self.tests.items())}}
+                "tests": {n: asdict(t) for n, t in sorted(self.tests.items())},
+                "environments": {e: self.environments[e] for e in sorted({t.env for t in self.tests.values()})
+                                 if e in self.environments}}
 
     @classmethod
     def from_dict(cls, data: Any) -> "ImpactMap":
@@ -109,6 +116,7 @@ class ImpactMap:
                     created=str(data.get("created") or ""))
             m.dirty = {str(c): [str(p) for p in ps] for c, ps in _dict(data, "dirty").items()}
             m.outputs = [str(p) for p in (data.get("outputs") or []) if isinstance(p, str)]
+            m.environments = {str(e): v for e, v in _dict(data, "environments").items() if isinstance(v, dict)}
             m.kernels = {str(n): KernelRecord(**_fields(KernelRecord, v)) for n, v in _dict(data, "kernels").items()}
             m.files = {str(f): FileRecord(**_fields(FileRecord, v)) for f, v in _dict(data, "files").items()}
             m.tests = {str(n): TestRecord(**_fields(TestRecord, v)) for n, v in _dict(data, "tests").items()}
@@ -159,6 +167,7 @@ class ImpactMap:
             if k.complete or n not in out.kernels or not out.kernels[n].complete:
                 out.kernels[n] = k
         out.outputs = sorted(set(older.outputs) | set(self.outputs))
+        out.environments = {**older.environments, **self.environments}  # written: those a test refers to
         used = out.record_commits()
         out.dirty = {c: sorted(set(older.dirty.get(c, [])) | set(self.dirty.get(c, [])))
                      for c in used if older.dirty.get(c) or self.dirty.get(c)}

@@ -15,11 +15,14 @@ import fnmatch
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from .changes import ADDED, DELETED, Change, ChangeSet
 from .graph import Closure, ImportGraph, conftests_for
 from .impact_map import FileRecord, ImpactMap, KernelRecord, TestRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .env_check import EnvCheck
 
 # A pattern without "/" matches a file name anywhere; with "/" the repository path ("*" spans "/").
 EVERYTHING = ("conftest.py", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "pytest.ini",
@@ -92,8 +95,9 @@ class Selector:
     """Applies the rules for one change set, one map and one import graph."""
 
     def __init__(self, changes: ChangeSet, imap: ImpactMap | None, map_problem: str, graph: ImportGraph | None,
-                 rules: Rules | None = None):
+                 rules: Rules | None = None, env: "EnvCheck | None" = None):
         self.cs = changes
+        self.env = env  # the environment rules (None: the repository's changes only)
         self.map = imap
         self.map_problem = map_problem
         self.graph = graph
@@ -103,6 +107,7 @@ class Selector:
         self._closures: dict[tuple[str, ...], Closure] = {}
         self._answers: dict[tuple, str | None] = {}  # (what, file or kernel, commits) -> reason
         self._read_by_compiler = {p for k in (imap.kernels.values() if imap else ()) for p in k.inputs}
+        self._placed = self._placed_by_kernels()
         self.everything = self._global_reason()
 
     def _ignoring(self, chs: dict[str, Change]) -> dict[str, Change]:
@@ -139,7 +144,26 @@ class Selector:
             if not self._classified(p, c):
                 return (f"cannot tell which tests {c.describe()} affects (not a test, Python module, recorded "
                         "kernel input or test read, nor docs): running everything")
+        if self.env is not None and self.graph is not None:
+            from .env_check import top_names
+
+            return self.env.global_reason(top_names(n for node in self.graph.nodes.values() for n in node.unresolved))
         return None
+
+    def _placed_by_kernels(self) -> dict[str, set[str]]:
+        """Directories whose files a kernel's record places (kernel -> dirs): the directories of
+        its recorded inputs, and of its sources without a manifest (where its compiler would
+        look first). A file there that the kernel did not read is its data, not another kernel's."""
+        out: dict[str, set[str]] = {}
+        for n, k in (self.map.kernels.items() if self.map else ()):
+            out[n] = {posixpath.dirname(p) for p in k.inputs}
+        return out
+
+    def _other_kernel_places(self, name: str, p: str) -> bool:
+        """Does a kernel other than ``name`` place ``p`` (read it, or hold its directory)?"""
+        d = posixpath.dirname(p)
+        return any(n != name and (d in dirs or p in self.map.kernels[n].inputs)  # type: ignore[union-attr]
+                   for n, dirs in self._placed.items())
 
     def _classified(self, p: str, c: Change) -> bool:
         m = self.map
@@ -195,6 +219,11 @@ class Selector:
         why = self._memo(("imports", t.file, ckey), lambda: self._imports(t.file, changed))
         if why:
             return why
+        if self.env is not None:
+            env = self.env
+            why = self._memo(("env", t.file, rec.env), lambda: env.test_reason(rec, self._third_party(t.file)))
+            if why:
+                return why
         for k in kernels:
             why = self._memo(("kernel", k, ckey), lambda: self._kernel(k, changed))  # noqa: B023 (called here)
             if why:
@@ -236,6 +265,14 @@ class Selector:
                 return f"imports {', '.join(sorted(self.graph.module_names(p)))}, whose file {c.describe()}"
         return None
 
+    def _third_party(self, test_file: str) -> set[str]:
+        """Top-level names the test file's import closure imports from outside the repository."""
+        if self.graph is None:
+            return set()
+        from .env_check import top_names
+
+        return top_names(self._closure((test_file, *conftests_for(test_file, self.graph.nodes))).names)
+
     def _kernels_imported(self, test_file: str) -> list[str]:
         """Kernels whose spec module the test file imports itself (mapped through imports, e.g.
         a GPU test skipped on a CPU runner before it loaded anything)."""
@@ -269,7 +306,8 @@ class Selector:
                     return f"uses {name}: {c.describe()} (no manifest was recorded: every file under its root counts)"
                 if not k.complete or matches(p, self.rules.inert) or p.endswith(".py"):
                     continue
-                if _under(p, k.root) and p not in self._read_by_compiler:
+                if _under(p, k.root) and p not in self._read_by_compiler and not (
+                        posixpath.dirname(p) not in dirs and self._other_kernel_places(name, p)):
                     return f"uses {name}: {c.describe()} under its source root, read by no compiler"
                 if c.kind in (ADDED, DELETED) and posixpath.dirname(p) in dirs:
                     return f"uses {name}: {c.describe()} (a file appeared or disappeared next to its sources)"
@@ -278,6 +316,8 @@ class Selector:
             for p, c in sorted(changed.items()):
                 if p in clo.files:
                     return f"uses {name}, whose Python side changed: {c.describe()} ({clo.chain(p)})"
+        if self.env is not None:
+            return self.env.kernel_reason(k)
         return None
 
 

@@ -87,6 +87,8 @@ class ImpactPlugin:
         self.collected: dict[str, list[str]] = {}  # test file -> its tests this session runs
         self.partial: set[str] = set()  # test files only some of whose tests this session selects
         self.told_deselected = False
+        self.report_mode = st.opt("affected_mode") == "report"  # run everything, say what would be deselected
+        self.env_snapshot: dict | None = None  # this process's Python environment (recorded with each test)
         if st.is_worker:
             self.wire = (config.workerinput.get(KEY) or {}).get("changes")  # type: ignore[attr-defined]
         elif self.since:
@@ -105,13 +107,16 @@ class ImpactPlugin:
         sel = p.selector.select(infos)
         keep = [i for i in items if i.nodeid in sel.selected]
         dropped = [i for i in items if i.nodeid not in sel.selected]
-        if dropped:
+        if dropped and not self.report_mode:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
             self.told_deselected = True
+        from kernelcache.impact import witness
+
         self.selection = {**sel.as_dict(), "since": self.since, "base": p.changes.base,
                           "map": str(self.map_path or ""), "map_problem": p.map_problem,
-                          "seconds": round(p.seconds, 3)}
+                          "seconds": round(p.seconds, 3), "mode": "report" if self.report_mode else "enforce",
+                          "witness": witness.build(p.selector, [t for t in infos if t.nodeid not in sel.selected])}
 
     # -- recording -------------------------------------------------------------------------------
     def pytest_deselected(self, items: list[Any]) -> None:
@@ -155,7 +160,11 @@ class ImpactPlugin:
         if not self.map_path:
             return (yield)
         f = _rel(item.path, self.root) or str(item.path)
-        self.tests[item.nodeid] = TestRecord(item.nodeid, f, commit=self.head)
+        if self.env_snapshot is None:  # at the first test: conftests may have extended sys.path
+            from kernelcache.impact.environment import python_environment
+
+            self.env_snapshot = python_environment()
+        self.tests[item.nodeid] = TestRecord(item.nodeid, f, commit=self.head, env=_env_id(self.env_snapshot))
         rec = record.start()
         try:
             return (yield)
@@ -200,7 +209,8 @@ class ImpactPlugin:
         return {"tests": {n: vars(t) for n, t in self.tests.items()},
                 "files": {f: vars(r) for f, r in out_files.items()},
                 "kernels": {n: vars(k) for n, k in self.kernel_recs.items()},
-                "selection": self.selection, "collected": self.collected, "partial": sorted(self.partial)}
+                "selection": self.selection, "collected": self.collected, "partial": sorted(self.partial),
+                "environments": {_env_id(self.env_snapshot): self.env_snapshot} if self.env_snapshot else {}}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -211,7 +221,11 @@ class ImpactPlugin:
         if self.selection is None:
             self.selection = next((r["selection"] for r in recs if r.get("selection")), None)
         sel = self.selection
-        if sel and sel["n_deselected"] and not sel["n_selected"] and \
+        if sel is not None and self.report_mode:
+            failed = [n for n in sel["deselected"] if (self.st.tests.get(n) or {}).get("outcome") in ("failed", "error")]
+            sel["report"] = {"would_deselect": len(sel["deselected"]), "failed": failed,
+                             "line": f"would deselect {len(sel['deselected'])}; of those {len(failed)} failed"}
+        if sel and sel["n_deselected"] and not sel["n_selected"] and not self.report_mode and \
                 session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
             session.exitstatus = pytest.ExitCode.OK  # nothing affected: a green run, not "no tests"
         written = self._write_map(recs) if self.map_path else None
@@ -228,6 +242,7 @@ class ImpactPlugin:
             dirty = changed_files(self.root, "HEAD")
             m.dirty = {self.head: sorted(p for p in dirty.changes if not matches(p, self.rules.ignore))}
         for r in recs:
+            m.environments.update(r.get("environments") or {})
             for n, t in r["tests"].items():
                 m.tests[n] = TestRecord(**t)
             for f, fr in r["files"].items():
@@ -283,6 +298,9 @@ class ImpactPlugin:
                 root = Path(hit[: len(hit) - len(suffix)]) if hit else None
             rec = record.kernel_record(name, paths, root, [], man, [])
         rec.commit = self.head
+        from kernelcache.impact.environment import kernel_identities
+
+        rec.env = kernel_identities(man, paths.in_repository)
         return rec
 
     def _paths(self) -> "record.RepoPaths":
@@ -325,6 +343,11 @@ class ImpactPlugin:
             tr.write_line(f"affected since {sel['since']} (merge base {sel['base'][:12] or '?'}): "
                           f"{len(sel['changed'])} changed file(s); selected {sel['n_selected']}, "
                           f"deselected {sel['n_deselected']} (selection took {sel['seconds']:.2f}s)")
+            if sel.get("report"):
+                rep = sel["report"]
+                tr.write_line(f"report mode: {rep['line']}", **({"red": True} if rep["failed"] else {}))
+                for n in rep["failed"]:
+                    tr.write_line(f"  would have missed: {n}", red=True)
             if sel["everything"]:
                 tr.write_line(f"running everything: {sel['everything']}", yellow=True)
             else:
@@ -357,7 +380,7 @@ class _XdistImpact:
         sel = out.get("selection")
         if sel and self.p.selection is None:
             self.p.selection = sel
-        if sel and sel["deselected"] and not self.p.told_deselected:
+        if sel and sel["deselected"] and not self.p.told_deselected and not self.p.report_mode:
             self.p.told_deselected = True
             self.p.config.hook.pytest_deselected(items=[_Deselected(n) for n in sel["deselected"]])
 
@@ -372,6 +395,12 @@ def _whole_files(recs: list[dict]) -> set[str]:
     ran = {n for r in recs for n in r["tests"]}
     partial = {f for r in recs for f in r.get("partial") or ()}
     return {f for f, ids in collected.items() if ids and ids <= ran and f not in partial}
+
+
+def _env_id(snapshot: dict) -> str:
+    from kernelcache.impact.environment import env_id
+
+    return env_id(snapshot)
 
 
 def graph_cache(st: "SessionState") -> Path:

@@ -22,6 +22,7 @@ PLUGIN_NAME = "kernelcache"
 WARM_MODES = ("auto", "controller", "off")
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off", "")
+AFFECTED_MODES = ("enforce", "report")
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,9 @@ OPTIONS: tuple[Opt, ...] = (
         "test impact map: read for --kc-affected-since, and written (merged) with what this run's tests used"),
     Opt("affected_since", "--kc-affected-since", "kernelcache_affected_since", "KERNELCACHE_AFFECTED_SINCE",
         "str", None, "run only the tests a change since REF (git diff REF...HEAD + uncommitted) can affect"),
+    Opt("affected_mode", "--kc-affected-mode", "kernelcache_affected_mode", "KERNELCACHE_AFFECTED_MODE", "choice",
+        "enforce", "enforce: deselect what --kc-affected-since finds unaffected; report: run everything and "
+        "report what would have been deselected and whether any of those failed", choices=AFFECTED_MODES),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 

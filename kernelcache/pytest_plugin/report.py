@@ -233,6 +233,9 @@ def markdown(st: "SessionState") -> str:
     else:
         out.append("no kernels declared or used")
     out += ["", *[f"**FAILED**: {_md(f)}" for f in st.policy_failures]]
+    rep = ((st.impact or {}).get("selection") or {}).get("report")
+    if rep:  # --kc-affected-mode=report: what selection would have skipped, and whether it mattered
+        out += ["", f"test impact (report mode): {_md(rep['line'])}", *[f"- would have missed `{n}`" for n in rep["failed"]]]
     return "\n".join(out).rstrip() + "\n\n"
 
 
