@@ -150,7 +150,8 @@ def kernel_identities(man: Manifest | None, in_repository: Any = None) -> dict[s
     out: dict[str, Identity] = {}
     for name, t in sorted((man.inputs.get("tools") or {}).items()):
         out[f"tool:{name}"] = {"kind": "tool", "name": name, "version": _version_line(name, t.get("version", "")),
-                               "digest": digest([t.get("version"), t.get("size"), t.get("mtime_ns")])}
+                               "digest": digest([t.get("version"), t.get("size"), t.get("mtime_ns")]),
+                               "path": str(t.get("path", ""))}
     abi = man.inputs.get("abi") or {}
     if abi:
         out["tvm-ffi"] = {"kind": "tvm-ffi", "name": "apache-tvm-ffi", "version": str(abi.get("tvm_ffi_version")),
@@ -228,10 +229,11 @@ def current(ident: Identity, memo_dir: Any = None) -> Identity:
     out = dict(ident)
     try:
         if kind == "tool":
-            finder = _TOOL_FINDERS.get(str(ident["name"]))
-            if finder is None:
+            finder = _TOOL_FINDERS.get(str(ident["name"]))  # the one a build would take now (CXX ...)
+            path = finder() if finder is not None else anchors_resolve(str(ident.get("path", "")))
+            if not path:
                 raise ToolchainError(f"no rule finds tool {ident['name']!r}")
-            t = toolchain.tool_identity(finder(), memo_dir)
+            t = toolchain.tool_identity(path, memo_dir)
             out.update(version=_version_line(str(ident["name"]), t["version"]),
                        digest=digest([t["version"], t["size"], t["mtime_ns"]]))
         elif kind == "tvm-ffi":
