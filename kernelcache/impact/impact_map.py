@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-FORMAT = 2  # 2: per-record commits (provenance), dirty files per commit
+FORMAT = 3  # 2: per-record commits (provenance), dirty files per commit; 3: fixture, conftest records, opaque
 KIND = "kernelcache-impact-map"
 
 
@@ -57,6 +57,11 @@ class TestRecord:
     early_skip: bool = False  # skipped before it could load anything (mapped by markers/imports)
     skipped: bool = False  # skipped at any point (it may load more where it runs to the end)
     commit: str = ""  # HEAD when recorded
+    # keys of the fixtures it used (SetupRecord in ImpactMap.fixtures), whichever test set them up
+    fixtures: list[str] = field(default_factory=list)
+    opaque: str = ""  # why its own run cannot be seen ("" = it can): it always runs unless declared
+    declared: bool = False  # its inputs are declared (kernel markers, kernelcache_impact_declared)
+    inputs: list[str] = field(default_factory=list)  # declared input patterns (kernelcache_impact_declared)
     env: str = ""  # the digest of its run's Python environment (ImpactMap.environments)
 
 
@@ -68,13 +73,33 @@ class FileRecord:
 
     reads: list[str] = field(default_factory=list)  # repository files opened while they ran
     dirs: list[str] = field(default_factory=list)  # repository directories listed
-    loaded: list[str] = field(default_factory=list)  # kernels loaded while they ran
+    loaded: list[str] = field(default_factory=list)  # kernels loaded while they ran (and at collection)
     commits: list[str] = field(default_factory=list)
+    opaque: str = ""  # why its import or collection cannot be seen (a subprocess, a read outside)
 
     def united(self, other: "FileRecord") -> "FileRecord":
         return FileRecord(sorted(set(self.reads) | set(other.reads)), sorted(set(self.dirs) | set(other.dirs)),
                           sorted(set(self.loaded) | set(other.loaded)),
-                          sorted(set(self.commits) | set(other.commits)))
+                          sorted(set(self.commits) | set(other.commits)), other.opaque or self.opaque)
+
+
+@dataclass
+class SetupRecord:
+    """What a fixture's setup (``ImpactMap.fixtures``, keyed ``baseid::name``) or a conftest's
+    import (``ImpactMap.conftests``, keyed by its path) read, listed, loaded and whether it was
+    opaque. A fixture's record applies to every test that uses it, a conftest's to every test
+    under its directory: whichever test happened to set it up."""
+
+    reads: list[str] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)
+    loaded: list[str] = field(default_factory=list)
+    opaque: str = ""
+    commits: list[str] = field(default_factory=list)
+
+    def united(self, other: "SetupRecord") -> "SetupRecord":
+        return SetupRecord(sorted(set(self.reads) | set(other.reads)), sorted(set(self.dirs) | set(other.dirs)),
+                           sorted(set(self.loaded) | set(other.loaded)), other.opaque or self.opaque,
+                           sorted(set(self.commits) | set(other.commits)))
 
 
 @dataclass
@@ -86,6 +111,8 @@ class ImpactMap:
     tests: dict[str, TestRecord] = field(default_factory=dict)
     files: dict[str, FileRecord] = field(default_factory=dict)
     kernels: dict[str, KernelRecord] = field(default_factory=dict)
+    fixtures: dict[str, SetupRecord] = field(default_factory=dict)  # "baseid::name" -> its setups' record
+    conftests: dict[str, SetupRecord] = field(default_factory=dict)  # conftest path -> its import's record
     # repository paths the recording runs wrote (their JSON reports): outputs, never changes
     outputs: list[str] = field(default_factory=list)
     # digest -> a run's Python environment (interpreter, distributions and versions), per test record
@@ -99,6 +126,8 @@ class ImpactMap:
                 "rootdir": self.rootdir, "created": self.created, "outputs": sorted(set(self.outputs)),
                 "kernels": {n: asdict(k) for n, k in sorted(self.kernels.items())},
                 "files": {f: asdict(r) for f, r in sorted(self.files.items())},
+                "fixtures": {k: asdict(r) for k, r in sorted(self.fixtures.items())},
+                "conftests": {k: asdict(r) for k, r in sorted(self.conftests.items())},
                 "tests": {n: asdict(t) for n, t in sorted(self.tests.items())},
                 "environments": {e: self.environments[e] for e in sorted({t.env for t in self.tests.values()})
                                  if e in self.environments}}
@@ -119,6 +148,8 @@ class ImpactMap:
             m.environments = {str(e): v for e, v in _dict(data, "environments").items() if isinstance(v, dict)}
             m.kernels = {str(n): KernelRecord(**_fields(KernelRecord, v)) for n, v in _dict(data, "kernels").items()}
             m.files = {str(f): FileRecord(**_fields(FileRecord, v)) for f, v in _dict(data, "files").items()}
+            m.fixtures = {str(k): SetupRecord(**_fields(SetupRecord, v)) for k, v in _dict(data, "fixtures").items()}
+            m.conftests = {str(k): SetupRecord(**_fields(SetupRecord, v)) for k, v in _dict(data, "conftests").items()}
             m.tests = {str(n): TestRecord(**_fields(TestRecord, v)) for n, v in _dict(data, "tests").items()}
         except (TypeError, AttributeError) as e:
             raise ValueError(f"malformed impact map: {e}") from None
@@ -130,8 +161,9 @@ class ImpactMap:
     def record_commits(self) -> set[str]:
         """Every commit some record was made at ("" = a record without one: untrustworthy)."""
         out = {t.commit for t in self.tests.values()} | {k.commit for k in self.kernels.values()}
-        for f in self.files.values():
-            out |= set(f.commits) if f.commits else {""}
+        for commits in [f.commits for f in self.files.values()] + \
+                [r.commits for r in (*self.fixtures.values(), *self.conftests.values())]:
+            out |= set(commits) if commits else {""}
         return out
 
     def dumps(self) -> str:
@@ -166,12 +198,36 @@ class ImpactMap:
         for n, k in self.kernels.items():
             if k.complete or n not in out.kernels or not out.kernels[n].complete:
                 out.kernels[n] = k
+        _merge_setups(out, older, self, existing)
         out.outputs = sorted(set(older.outputs) | set(self.outputs))
         out.environments = {**older.environments, **self.environments}  # written: those a test refers to
         used = out.record_commits()
         out.dirty = {c: sorted(set(older.dirty.get(c, [])) | set(self.dirty.get(c, [])))
                      for c in used if older.dirty.get(c) or self.dirty.get(c)}
         return out
+
+
+def _merge_setups(out: ImpactMap, older: ImpactMap, new: ImpactMap, existing: set[str] | None) -> None:
+    """Fixture records: one that this session recorded replaces the old one when every test that
+    uses it (in the merged map) ran now, else the two are united (a parametrized fixture set up
+    here with one parameter keeps the other's reads); a record no test uses any more leaves.
+    Conftest records: this session imported the conftest whole, so its record replaces the old
+    one; one whose conftest is gone leaves."""
+    users: dict[str, set[str]] = {}
+    for n, t in out.tests.items():
+        for k in t.fixtures:
+            users.setdefault(k, set()).add(n)
+    for k in users:
+        old, now = older.fixtures.get(k), new.fixtures.get(k)
+        if now is None:
+            if old is not None:
+                out.fixtures[k] = old
+        elif old is None or users[k] <= set(new.tests):
+            out.fixtures[k] = now
+        else:
+            out.fixtures[k] = old.united(now)
+    out.conftests = {c: r for c, r in older.conftests.items() if existing is None or c in existing}
+    out.conftests.update(new.conftests)
 
 
 def _dict(data: dict, key: str) -> dict:

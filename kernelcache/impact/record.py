@@ -5,8 +5,9 @@ Why audit hooks: a test may depend on files it never imports — a layering test
 module, a kernel test reads a JSON fixture — and only the ``open``/``os.scandir`` audit events
 see every such read in-process. The hook is installed once per process (hooks cannot be
 removed) and does nothing unless a recording is active; paths are filtered to repository files
-when the map is written. Reads by subprocesses are not seen; that is why the records of one
-test file are shared by all its tests.
+when the map is written. Reads by subprocesses are not seen: a test (fixture, collection,
+conftest) that started one, or read outside the repository and the environment, is recorded as
+opaque (:mod:`.opaque`) and always runs.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import posixpath
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from types import FrameType
+from typing import Iterable
 
 from .. import events, process_state
 from ..anchors import KERNELCACHE, PACKAGE_DIR
@@ -24,18 +26,25 @@ from ..manifest import Manifest
 from ..manifest import read as read_manifest
 from ..plan import ROOT
 from .impact_map import KernelRecord
+from .opaque import SPAWN_EVENTS, Scope, spawn_reason, sys_frame
+from .opaque import abs_path as _abs
 
-# A recalled load (kernelcache.recall.distributions_stamp) lists the working directory for the
-# metadata importlib reads there: its answer does not depend on that listing (any change sends the
-# load down the full path, which decides the same), so it is not a read the test depends on.
+# Listings that are look-ups, not reads a test depends on: a load scanning the directories of
+# sys.path (the working directory too) for distribution metadata (kernelcache.recall, installed,
+# storage.prebuilt: the environment's record covers distributions), importlib.metadata doing the
+# same, and the import system filling its directory cache (the import graph covers what is
+# imported, a new file shadowing a module included).
 _RECALL = "kernelcache.recall"
+_LOOKUPS = frozenset({_RECALL, "importlib._bootstrap_external", "importlib.metadata", "importlib_metadata",
+                      "kernelcache.installed", "kernelcache.storage.prebuilt"})  # the loader's *.dist-info scans
 LOAD_EVENTS = ("hit", "prebuilt_hit", "remote_hit", "build_done", "miss", "build_failed")
 
 
 class Recording:
-    """What happened while one test ran (raw paths; filtered later)."""
+    """What happened while one test, fixture setup, collection or conftest import ran (raw
+    paths; filtered later)."""
 
-    __slots__ = ("opened", "listed", "loaded", "where")
+    __slots__ = ("opened", "listed", "loaded", "where", "opaque", "fixtures")
 
     def __init__(self) -> None:
         self.opened: set[str] = set()
@@ -44,44 +53,83 @@ class Recording:
         # kernel name -> (the spec's root, the answering entry's directory), as the load told:
         # what its answer rests on, however it was answered (built, hit, recalled, fetched, prebuilt)
         self.where: dict[str, tuple[str, str]] = {}
+        self.opaque: list[str] = []  # why what ran here cannot be seen (a subprocess, a read outside)
+        self.fixtures: set[str] = set()  # fixtures set up inside this one (request.getfixturevalue)
+
+    def absorb(self, other: "Recording") -> None:
+        self.opened |= other.opened
+        self.listed |= other.listed
+        self.loaded.update(other.loaded)
+        self.where.update(other.where)
+        self.fixtures |= other.fixtures
+        for why in other.opaque:
+            self.note_opaque(why)
+
+    def note_opaque(self, why: str) -> None:
+        if why not in self.opaque and len(self.opaque) < 3:
+            self.opaque.append(why)
 
 
-_active: Recording | None = None
+# Recordings nest: a fixture set up inside a test's protocol records on its own, then the test
+# goes on; events go to the innermost one. While conftests may be imported (from before the
+# first conftest until collection ends), an event whose stack runs through a conftest's
+# module-level code belongs to that conftest instead.
+_stack: list[Recording] = []
+_conftests: dict[str, Recording] | None = None
+_scope: Scope | None = None
 _installed = False
 _lock = threading.Lock()
 
 
-def _abs(p: Any) -> str | None:
-    if isinstance(p, bytes):
-        p = os.fsdecode(p)
-    elif isinstance(p, os.PathLike):
-        p = os.fspath(p)
-    if not isinstance(p, str):
-        return None  # a file descriptor
-    try:
-        return p if os.path.isabs(p) else os.path.join(os.getcwd(), p)
-    except OSError:
-        return None
+def _conftest_of(frame: FrameType | None) -> str | None:
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "<module>" and code.co_filename.endswith("conftest.py"):
+            return code.co_filename
+        frame = frame.f_back
+    return None
+
+
+def _target(depth: int) -> Recording | None:
+    if _conftests is not None:
+        f = _conftest_of(sys_frame(depth + 1))
+        if f is not None:
+            return _conftests.setdefault(f, Recording())
+    return _stack[-1] if _stack else None
 
 
 def _audit(event: str, args: tuple) -> None:
-    r = _active
-    if r is None:
+    scope = _scope
+    if scope is not None:
+        scope.note_created(event, args)
+    if not _stack and _conftests is None:
         return
     if event == "open":
         p = _abs(args[0])
-        if p is not None:
+        if p is None:
+            return
+        r = _target(1)
+        if r is not None:
             r.opened.add(p)
+            if scope is not None and scope.outside(p) and scope.by_the_test(sys_frame(1)):
+                r.note_opaque(f"read {p} (outside the repository and the recorded environment)")
     elif event in ("os.listdir", "os.scandir"):
-        if sys._getframe(1).f_globals.get("__name__") == _RECALL:
-            return  # a recalled load's look for *.dist-info in the working directory: not the test's read
+        if sys._getframe(1).f_globals.get("__name__") in _LOOKUPS:
+            return  # a module or distribution lookup: the import graph and the environment cover it
         p = _abs(args[0] if args and args[0] is not None else ".")
-        if p is not None:
+        r = _target(1)
+        if p is not None and r is not None:
             r.listed.add(p)
+            if scope is not None and scope.outside(p) and scope.by_the_test(sys_frame(1)):
+                r.note_opaque(f"listed {p} (outside the repository and the recorded environment)")
+    elif event in SPAWN_EVENTS:
+        r = _target(1)
+        if r is not None and scope is not None and scope.by_the_test(sys_frame(1)):
+            r.note_opaque(spawn_reason(event, args))
 
 
 def _on_event(event: str, fields: dict) -> None:
-    r = _active
+    r = _target(1)
     if r is not None and event in LOAD_EVENTS and fields.get("name"):
         name = str(fields["name"])
         r.loaded[name] = str(fields.get("entry") or r.loaded.get(name, ""))
@@ -91,26 +139,61 @@ def _on_event(event: str, fields: dict) -> None:
             r.where[name] = (str(root or old_root), str(edir or old_dir))
 
 
-def start() -> Recording:
-    """Begin recording (one test at a time per process)."""
-    global _active, _installed
+def install(scope: Scope | None = None) -> None:
+    """Install the audit hook (once per process; hooks cannot be removed) and the loader
+    listener; ``scope`` decides what is opaque (None: nothing is)."""
+    global _installed, _scope
     with _lock:
+        if scope is not None:
+            if _scope is not None:  # a later, fuller scope keeps what this process created so far
+                scope.created |= _scope.created
+            _scope = scope
         if not _installed:
             sys.addaudithook(_audit)
             _installed = True
     events.add_listener(_on_event)
-    _active = Recording()
-    return _active
 
 
-def stop() -> Recording | None:
-    global _active
-    r, _active = _active, None
+def start() -> Recording:
+    """Begin a recording (nested in the current one, if any; one thread records at a time)."""
+    install()
+    r = Recording()
+    _stack.append(r)
     return r
 
 
+def stop() -> Recording | None:
+    """End the innermost recording."""
+    return _stack.pop() if _stack else None
+
+
+def current() -> Recording | None:
+    """The innermost recording, if any."""
+    return _stack[-1] if _stack else None
+
+
+def watch_conftests() -> None:
+    """Attribute what conftests do at import to them (until :func:`conftest_recordings`)."""
+    global _conftests
+    install()
+    if _conftests is None:
+        _conftests = {}
+
+
+def conftest_recordings(stop_watching: bool = True) -> dict[str, Recording]:
+    """conftest path -> what its import-time code read, listed, loaded, started."""
+    global _conftests
+    got = dict(_conftests or {})
+    if stop_watching:
+        _conftests = None
+    return got
+
+
 def _reset() -> None:
-    stop()
+    global _conftests, _scope
+    _stack.clear()
+    _conftests = None
+    _scope = None
     events.remove_listener(_on_event)
 
 

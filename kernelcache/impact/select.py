@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from .changes import ADDED, DELETED, Change, ChangeSet
 from .graph import Closure, ImportGraph, conftests_for
 from .impact_map import FileRecord, ImpactMap, KernelRecord, TestRecord
+from .setups import declared_reason, opaque_reason, places, setup_reason, setups_of, with_setups
 
 if TYPE_CHECKING:  # pragma: no cover
     from .env_check import EnvCheck
@@ -178,7 +179,7 @@ class Selector:
         for f in m.files.values():
             if p in f.reads or (c.kind in (ADDED, DELETED) and posixpath.dirname(p) in f.dirs):
                 return True
-        return False
+        return places(m, p, c)  # a fixture's or conftest's read, a declared input
 
     # -- per test --------------------------------------------------------------------------------
     def select(self, tests: Iterable[TestInfo]) -> Selection:
@@ -211,6 +212,11 @@ class Selector:
         if rec is None:
             return "not in the impact map (a new test, or one never recorded)"
         frec = self.map.files.get(rec.file)
+        setups = setups_of(self.map, rec)  # its fixtures' and conftests' records
+        why = opaque_reason(rec, frec, setups)
+        if why:
+            return why
+        frec = with_setups(frec, setups)
         kernels = self._kernels_of(t, rec, frec)
         commits = {rec.commit, *(frec.commits if frec else ())}
         commits |= {kr.commit for n in kernels if (kr := self.map.kernels.get(n)) is not None}
@@ -228,6 +234,9 @@ class Selector:
             why = self._memo(("kernel", k, ckey), lambda: self._kernel(k, changed))  # noqa: B023 (called here)
             if why:
                 return why
+        why = setup_reason(setups, changed) or declared_reason(rec, changed)
+        if why:
+            return why
         if frec is not None:
             for p in frec.reads:
                 if p in changed:

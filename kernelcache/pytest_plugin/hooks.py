@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from . import gating, impact, names, options, placement
+from . import gating, impact, impact_record, names, options, placement
 from .activation import NotEnabledHints, asked_for, given_kc_flags
 from .options import PLUGIN_NAME
 from .session import SessionPlugin
@@ -48,6 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
     placement.add_options(parser.getgroup(PLUGIN_NAME))
     impact.add_ini(parser)
+    impact_record.add_ini(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -55,6 +56,8 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     """``--kc-run NAME...`` / ``--kc-failed-from REPORT``: turn names or a previous report's
     failures into test arguments before collection (controller and workers alike)."""
     options.check_path_forms(early_config)
+    if asked_for(early_config):
+        impact_record.watch_early(early_config)  # before the initial conftests are imported
     ns = early_config.known_args_namespace
     failed_from = getattr(ns, "kc_failed_from", None)
     if failed_from:

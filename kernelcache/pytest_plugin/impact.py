@@ -10,8 +10,8 @@ The rules live in :mod:`kernelcache.impact` (no pytest there).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from kernelcache.impact.impact_map import FileRecord, ImpactMap, KernelRecord, T
 from kernelcache.impact.select import EVERYTHING, INERT, TestInfo
 from kernelcache.manifest import read as read_manifest
 
+from . import impact_record
 from .kernels import KernelUnavailable, marker_kernels
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,12 +44,16 @@ def add_ini(parser: pytest.Parser) -> None:
 def configure(config: pytest.Config, st: "SessionState") -> None:
     """Register the impact plugin when this run records a map or selects by change."""
     if not (st.opt("impact_map") or st.opt("affected_since")) or st.opt("build_only"):
+        if "kernelcache.impact.record" in sys.modules:  # watched from the first conftest on
+            impact_record.stop_watching()
         return
     global api, record
     from kernelcache.impact import api, record  # noqa: F811 - only for runs that use impact
 
     plugin = ImpactPlugin(config, st)
     config.pluginmanager.register(plugin, "kernelcache-impact")
+    if plugin.setups is not None:
+        config.pluginmanager.register(plugin.setups, "kernelcache-impact-setups")
     if config.pluginmanager.hasplugin("xdist") and not st.is_worker:
         config.pluginmanager.register(_XdistImpact(plugin), "kernelcache-impact-xdist")
 
@@ -87,6 +92,8 @@ class ImpactPlugin:
         self.collected: dict[str, list[str]] = {}  # test file -> its tests this session runs
         self.partial: set[str] = set()  # test files only some of whose tests this session selects
         self.told_deselected = False
+        # fixtures, conftests, opaque tests (impact_record); None when this run records no map
+        self.setups: impact_record.SetupRecorder | None = impact_record.SetupRecorder(self) if self.map_path else None
         self.report_mode = st.opt("affected_mode") == "report"  # run everything, say what would be deselected
         self.env_snapshot: dict | None = None  # this process's Python environment (recorded with each test)
         if st.is_worker:
@@ -119,26 +126,6 @@ class ImpactPlugin:
                           "witness": witness.build(p.selector, [t for t in infos if t.nodeid not in sel.selected])}
 
     # -- recording -------------------------------------------------------------------------------
-    def pytest_deselected(self, items: list[Any]) -> None:
-        """-k, -m, --deselect, --lf and this plugin's own selection: those files ran in part."""
-        for i in items:
-            f = _rel(getattr(i, "path", None), self.root)
-            if f is not None:
-                self.partial.add(f)
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """Which tests of each file this session runs: a file all of whose tests ran replaces
-        its map record (its old commits forgotten) instead of being united with it."""
-        if not self.map_path:
-            return
-        for i in session.items:
-            self.collected.setdefault(_rel(i.path, self.root) or str(i.path), []).append(i.nodeid)
-        for a in self.config.args:  # `pytest tests/test_a.py::test_a` collects that file in part
-            if "::" in a:
-                f = _rel(Path(self.config.invocation_params.dir, a.split("::", 1)[0]), self.root)
-                if f is not None:
-                    self.partial.add(f)
-
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Any:
         """Reads while a test file is imported and collected (golden values parametrizing a
@@ -151,9 +138,8 @@ class ImpactPlugin:
             return (yield)
         finally:
             record.stop()
-            acc = self.raw.setdefault(f, record.Recording())
-            acc.opened |= rec.opened
-            acc.listed |= rec.listed
+            self.raw.setdefault(f, record.Recording()).absorb(rec)  # a module-level kc.load too
+            self.note_kernels(rec)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
@@ -179,6 +165,12 @@ class ImpactPlugin:
         acc.opened |= rec.opened
         acc.listed |= rec.listed
         acc.loaded.update(rec.loaded)
+        if self.setups is not None:
+            self.setups.fold_test(item, t, rec)
+        self.note_kernels(rec)
+
+    def note_kernels(self, rec: "record.Recording") -> None:
+        """Records of the kernels a test, fixture, collection or conftest loaded."""
         for n, e in rec.loaded.items():  # now, while the test's temporary files still exist
             cur = self.kernel_recs.get(n)
             if cur is None or not cur.complete:
@@ -205,10 +197,11 @@ class ImpactPlugin:
         out_files = {}
         for f, r in self.raw.items():
             out_files[f] = FileRecord(sorted(paths.files_of(r.opened) - {f}), sorted(paths.dirs_of(r.listed)),
-                                      sorted(r.loaded), [self.head])
+                                      sorted(r.loaded), [self.head], r.opaque[0] if r.opaque else "")
         return {"tests": {n: vars(t) for n, t in self.tests.items()},
                 "files": {f: vars(r) for f, r in out_files.items()},
                 "kernels": {n: vars(k) for n, k in self.kernel_recs.items()},
+                **(self.setups.records(paths, self.head) if self.setups is not None else {}),
                 "selection": self.selection, "collected": self.collected, "partial": sorted(self.partial),
                 "environments": {_env_id(self.env_snapshot): self.env_snapshot} if self.env_snapshot else {}}
 
@@ -251,6 +244,7 @@ class ImpactPlugin:
             for n, k in r["kernels"].items():
                 if n not in m.kernels or (k["complete"] and not m.kernels[n].complete):
                     m.kernels[n] = KernelRecord(**k)
+        impact_record.merge_setups(m, recs)
         names = {k for t in m.tests.values() for k in t.kernels} | set(self.st.declared) | set(self.st.kernels.results)
         for n in sorted(names - set(m.kernels)):  # named by markers or warmed, never loaded in a test
             res = self.st.kernels.results.get(n) or {}
@@ -260,7 +254,7 @@ class ImpactPlugin:
         old, _ = load(self.map_path)
         existing = set(repo_files(self.root)) if self.root is not None else None
         if old is not None and old.rootdir == m.rootdir:
-            m = m.merged_into(old, existing, _whole_files(recs))
+            m = m.merged_into(old, existing, impact_record.whole_files(recs))
         save(self.map_path, m)
         return {"path": str(self.map_path), "tests": len(m.tests), "kernels": len(m.kernels),
                 "recorded_now": sum(len(r["tests"]) for r in recs), "commit": m.commit}
@@ -289,7 +283,7 @@ class ImpactPlugin:
             spec = None
         if spec is not None:
             rec = record.kernel_record(name, paths, Path(spec.root), list(spec.sources), man,
-                                       self._spec_modules(name))
+                                       impact_record.spec_modules(self.st, self.root, name))
         else:
             root = Path(root_hint) if root_hint else None
             if root is None and man is not None and man.source_hashes:
@@ -307,28 +301,6 @@ class ImpactPlugin:
         if self._repo_files is None:
             self._repo_files = repo_files(self.root) if self.root is not None else []
         return record.RepoPaths(self.root or Path("/"), self._repo_files)
-
-    def _spec_modules(self, name: str) -> list[str]:
-        """Python files that define kernel ``name``'s spec: the ``kernelcache_specs`` modules, or
-        a shipped kernel's package and its ``spec`` module."""
-        if name in self.st.kernels.extra_specs():
-            mods = [ref.partition(":")[0] for ref in self.st.kernels.spec_refs]
-        else:
-            import kernelcache.kernels as shipped
-
-            table = getattr(shipped, "KERNEL_PACKAGES", None) or getattr(shipped, "_KERNEL_MODULES", {})
-            pkg = table.get(name, "")
-            mods = [pkg, f"{pkg}.spec"] if pkg else []
-        out = []
-        for mod in mods:
-            try:
-                origin = importlib.util.find_spec(mod)
-            except (ImportError, ValueError):
-                origin = None
-            rel = _rel(origin.origin, self.root) if origin is not None and origin.origin else None
-            if rel:
-                out.append(rel)
-        return out
 
     # -- report ----------------------------------------------------------------------------------
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -383,18 +355,6 @@ class _XdistImpact:
         if sel and sel["deselected"] and not self.p.told_deselected and not self.p.report_mode:
             self.p.told_deselected = True
             self.p.config.hook.pytest_deselected(items=[_Deselected(n) for n in sel["deselected"]])
-
-
-def _whole_files(recs: list[dict]) -> set[str]:
-    """Test files every test of which ran in this session (across xdist workers): none
-    deselected or named by ``::``, every collected one run (not cut short by -x or a crash)."""
-    collected: dict[str, set[str]] = {}
-    for r in recs:
-        for f, ids in (r.get("collected") or {}).items():
-            collected.setdefault(f, set()).update(ids)
-    ran = {n for r in recs for n in r["tests"]}
-    partial = {f for r in recs for f in r.get("partial") or ()}
-    return {f for f, ids in collected.items() if ids and ids <= ran and f not in partial}
 
 
 def _env_id(snapshot: dict) -> str:
