@@ -90,6 +90,19 @@ def main() -> int:
         cold = timed(lambda: affected(clone, since, map_path), max(3, args.repeat // 2))  # parses every file
         res = affected(clone, since, map_path, graph_cache=facts)
         inproc = timed(lambda: affected(clone, since, map_path, graph_cache=facts), args.repeat)
+        from kernelcache.impact import api as kapi
+        from kernelcache.impact import witness as kwit
+        from kernelcache.impact.select import TestInfo
+
+        def with_witnesses() -> dict:  # the plugin's path: selection, then a witness per deselected test
+            p = kapi.prepare(clone, since, map_path, kapi.project_rules(clone, map_path), graph_cache=facts)
+            tests = [TestInfo(n, t.file) for n, t in (p.map.tests.items() if p.map else ())]
+            sel = p.selector.select(tests)
+            return kwit.build(p.selector, [t for t in tests if t.nodeid not in sel.selected])
+        witnessed = timed(with_witnesses, args.repeat)
+        wit = with_witnesses()
+        verify = timed(lambda: kwit.verify(wit, clone), max(3, args.repeat // 2))
+        broken = kwit.verify(wit, clone)
         cli = timed(lambda: subprocess.run([sys.executable, "-m", "kernelcache", "affected", "--since", since,
                                             "--map", map_path, "--json"], cwd=clone, env=env,
                                            capture_output=True, check=True), max(3, args.repeat // 2))
@@ -104,7 +117,11 @@ def main() -> int:
           f"{len(imap['tests'])} tests in {len(imap['files'])} files in the map "
           f"{map_path or '(none: everything runs)'}; selected {n_sel}, deselected {len(res['deselected'])}"
           + (f"; everything: {res['everything'][:100]}" if res["everything"] else ""))
+    print(f"witnesses: {len(wit['tests'])} test(s), {len(wit['groups'])} group(s), "
+          f"{sum(len(g['files']) for g in wit['groups'].values())} file blob(s); verify: {len(broken)} broken")
     rows = [("selection in-process (affected())", med(inproc)),
+            ("  + a witness per deselected test", med(witnessed)),
+            ("  kernelcache affected --verify (in-process)", med(verify)),
             ("  same, import facts not cached (parse all)", med(cold)),
             ("kernelcache affected (CLI, new interpreter)", med(cli)),
             ("peer: git diff --name-status", med(git)), ("peer: pytest --collect-only tests", med(collect))]
