@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
+from kernelcache.events import Status
+
 from .gating import describe
 from .settings_bridge import to_wire
 from .xdist import merge_counts
@@ -73,13 +75,13 @@ def _merged_uses(st: "SessionState") -> dict[str, Counter]:
     return total
 
 
-def _derived_status(k: dict) -> str:
+def _derived_status(k: dict) -> Status:
     """Status of a kernel the plugin never loaded itself (only the loader's counters know it)."""
-    for counter, status in (("builds", "built"), ("remote_hits", "remote"), ("hits", "hit"),
-                            ("prebuilt_hits", "prebuilt")):
+    for counter, status in (("builds", Status.BUILT), ("remote_hits", Status.REMOTE), ("hits", Status.HIT),
+                            ("prebuilt_hits", Status.PREBUILT)):
         if k.get(counter):
             return status
-    return "failed"
+    return Status.FAILED
 
 
 def kind_label(stats: dict) -> str:
@@ -99,12 +101,21 @@ def kernel_rows(st: "SessionState", total: dict | None = None) -> list[dict]:
     return rows
 
 
+def _miss_codes(k: dict) -> str:
+    """The local misses of a kernel by the miss event's code (``no_entry``, ...), from its counters."""
+    return ", ".join(c.split(":", 1)[1] for c in (k.get("reasons") or {}) if c.startswith("misses:"))
+
+
 def _kernel_rows(st: "SessionState", total: dict | None = None) -> list[dict]:
     per = (total if total is not None else total_stats(st)).get("kernels") or {}
     uses = _merged_uses(st)
     rows = []
     for n, r in st.kernels.results.items():
-        rows.append({**r, "uses": dict(uses.get(n, Counter())), "stats": per.get(n, {})})
+        row = {**r, "uses": dict(uses.get(n, Counter())), "stats": per.get(n, {})}
+        codes = _miss_codes(row["stats"]) if r["status"] == Status.BUILT else ""
+        if codes:  # one word for a miss in every row: the code, then the loader's words for it
+            row["reason"] = f"miss: {codes}" + (f" ({r['reason']})" if r.get("reason") else "")
+        rows.append(row)
     seen = set(st.kernels.results)
     for n in list(uses) + list(per):
         if n in seen:
@@ -113,9 +124,8 @@ def _kernel_rows(st: "SessionState", total: dict | None = None) -> list[dict]:
         k = per.get(n, {})
         status = "not warmed" if n in uses and not k else _derived_status(k)
         # a local miss explains a build (or its failure); a fetched or prebuilt answer is no miss
-        reasons = ", ".join(c.split(":", 1)[1] for c in (k.get("reasons") or {}) if c.startswith("misses:")) \
-            if status in ("built", "failed") else ""
-        rows.append({"name": n, "status": status, "seconds": float(k.get("build_seconds", 0.0)),
+        reasons = _miss_codes(k) if status in (Status.BUILT, Status.FAILED) else ""
+        rows.append({"name": n, "status": str(status), "seconds": float(k.get("build_seconds", 0.0)),
                      "reason": f"miss: {reasons}" if reasons else "", "where": "test", "entry_id": "",
                      "entry_path": "", "uses": dict(uses.get(n, Counter())), "stats": k})
     return rows
@@ -171,7 +181,8 @@ def totals_line(st: "SessionState", rows: list[dict], total: dict) -> str:
             f"({total.get('build_seconds', 0):.1f}s compiling), hits {total.get('hits', 0)}, "
             f"misses {total.get('misses', 0)}")
     for key, label in (("remote_hits", "remote hits"), ("remote_misses", "remote misses"),
-                       ("uploads", "uploads"), ("lease_waits", "lease waits"), ("remote_errors", "remote errors")):
+                       ("uploads", "uploads"), ("lease_waits", "lease waits"), ("remote_errors", "remote errors"),
+                       ("compiles_after_ready", "compiles after ready")):
         if total.get(key):
             line += f", {label} {total[key]}"
     n_workers = len(st.worker_out)
@@ -200,11 +211,11 @@ def write_terminal(tr: Any, st: "SessionState") -> None:
 
         tr.write_line(fmt(headers))
         for r, c in zip(rows, cells):
-            tr.write_line(fmt(c), **({"red": True} if r["status"] == "failed" else {}))
+            tr.write_line(fmt(c), **({"red": True} if r["status"] == Status.FAILED else {}))
         tr.write_line(totals_line(st, rows, total))
     for r in rows:
         reason = (r.get("reason") or "").strip()
-        if r["status"] == "failed" and "\n" in reason:  # the one full copy; tests reference it
+        if r["status"] == Status.FAILED and "\n" in reason:  # the one full copy; tests reference it
             tr.write_sep("-", f"kernelcache: kernel {r['name']!r} failed")
             for line in reason.splitlines():
                 tr.write_line(line)

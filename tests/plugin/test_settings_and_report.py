@@ -317,6 +317,24 @@ def test_a_lazily_loaded_kernel_whose_build_fails_reports_its_build_time_and_the
     assert t["kernels"] == ["lazy_adder"] and t["outcome"] == "failed", t
 
 
+def test_a_miss_reads_alike_for_a_warmed_and_a_lazily_loaded_kernel(kcp):
+    """Issue 46, "two words for one miss": the same miss (no entry) read "no cached entry for this
+    kernel" in a warmed row and "miss: no_entry" in a lazily loaded one, in the summary and JSON."""
+    project = _support().make_project(kcp.path / "lazyproj")
+    kcp.ini()
+    kcp.pytester.makepyfile(test_lazy=LAZY_TESTS.format(support=str(TESTS_DIR / "support.py"),
+                                                         project=str(project)).replace("range(6)", "range(1)"))
+    report = kcp.path / "r.json"
+    r = kcp.run("-p", "kernelcache", "--kc-kernels=kc_add_a", f"--kc-report-json={report}")
+    r.assert_outcomes(passed=1)
+    rows = {k["name"]: k for k in json.loads(report.read_text())["kernels"]}
+    assert (rows["kc_add_a"]["where"], rows["lazy_adder"]["where"]) == ("controller", "test")
+    assert rows["kc_add_a"]["reason"] == "miss: no_entry (no cached entry for this kernel)", rows["kc_add_a"]
+    assert rows["lazy_adder"]["reason"] == "miss: no_entry", rows["lazy_adder"]
+    r.stdout.fnmatch_lines_random(["kc_add_a *built*controller*miss: no_entry (no cached entry for this kernel)",
+                                   "lazy_adder *built*test*miss: no_entry"])
+
+
 def test_step_summary_not_written_without_the_variable(kcp_shared):
     kcp_shared.ini()
     kcp_shared.pytester.makepyfile(test_x=ONE_TEST)
