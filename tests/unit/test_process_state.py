@@ -46,6 +46,7 @@ MEMOS = {
     "kernels/ngram_corpus/call.py": {"kernels.ngram_corpus.native"},
     "kernels/speculative_sampling/call.py": {"kernels.speculative_sampling.runtime"},
     "cpp_extension/_versions.py": {"cpp_extension.versions"},
+    "lockfile/serve.py": {"lockfile.serve.memo"},
 }
 # module-level state that is not a forgettable memo: file -> {name: why}
 NOT_MEMOS = {
