@@ -34,6 +34,7 @@ __all__ = [
     "CacheMissError",
     "KernelCacheError",
     "LockTimeout",
+    "LockViolation",
     "SchemaMismatch",
     "SpecError",
     "ToolchainError",
@@ -45,7 +46,7 @@ __all__ = [
 _LAZY = {
     "KernelSpec": ("spec", "KernelSpec"),
     "Settings": ("settings", "Settings"),
-    **{e: ("errors", e) for e in ("BuildError", "CacheMissError", "KernelCacheError", "LockTimeout",
+    **{e: ("errors", e) for e in ("BuildError", "CacheMissError", "KernelCacheError", "LockTimeout", "LockViolation",
                                   "SchemaMismatch", "SpecError", "ToolchainError", "UnknownKernel")},
     "load": ("front", "load"),  # recalls a call answered before; else loader.load
     "load_with_result": ("loader", "load_with_result"),
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
         CacheMissError,
         KernelCacheError,
         LockTimeout,
+        LockViolation,
         SchemaMismatch,
         SpecError,
         ToolchainError,

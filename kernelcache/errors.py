@@ -140,3 +140,19 @@ class RemovalError(KernelCacheError, OSError):
 class UnsafeDirectoryWarning(UserWarning):
     """A cache dir or prebuilt root that other users can write: whatever they put there is
     loaded into this process."""
+
+
+class LockViolation(KernelCacheError):
+    """Locked serving (``KERNELCACHE_LOCK``) refused a load: the kernel is not in the lock, or an
+    input or its key here differs from the locked one. Raised before any build step: nothing
+    was compiled. ``drift``: one line per input that moved (``csrc/x.cuh changed``)."""
+
+    def __init__(self, spec_name: str, drift: list[str], lock_path: str, also: list[str] | None = None):
+        self.spec_name = spec_name
+        self.drift = list(drift)
+        self.lock_path = lock_path
+        self.also = list(also or [])  # "kernel: what" of other kernels refused with it (preload)
+        lines = [f"{spec_name}: {d}" for d in self.drift] + self.also
+        super().__init__(f"kernel {spec_name!r} refused by the kernel lock {lock_path} (nothing was compiled):\n  "
+                         + "\n  ".join(lines) + "\n(re-record the lock, or `kernelcache lock update`, "
+                         "and review the change)")

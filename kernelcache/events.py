@@ -98,6 +98,8 @@ class Event(Word):
     REMOTE_REPAIR = "remote_repair"
     CACHE_REMOVED = "cache_removed"  # the cache dir was removed while building (built once more)
     UNSAFE_DIRECTORY = "unsafe_directory"  # a cache dir or prebuilt root other users can write
+    LOCK_DRIFT = "lock_drift"  # KERNELCACHE_LOCK_MODE=warn: the kernel lock does not describe this load
+    LOCK_REFUSED = "lock_refused"  # KERNELCACHE_LOCK: a load refused before any build step
 
 _lock = threading.Lock()
 _counters: Counter = Counter()
@@ -105,10 +107,11 @@ _miss_reasons: Counter = Counter()
 _floats: dict[str, float] = {"build_seconds": 0.0, "wait_seconds": 0.0}
 _per_kernel: dict[str, Counter] = defaultdict(Counter)
 _per_kernel_reasons: dict[str, Counter] = defaultdict(Counter)
+_phase = {"ready": False}  # mark_ready(): compiles from then on are compiles after ready
 _PROGRESS = {
     Event.BUILD_START, Event.BUILD_PROGRESS, Event.BUILD_DONE, Event.BUILD_FAILED, Event.LOCK_WAIT, Event.LOCK_UNUSABLE,
     Event.QUARANTINE, Event.RACE_GUARD, Event.REMOTE_DOWN, Event.REMOTE_LEASE_WAIT, Event.REMOTE_HIT,
-    Event.REMOTE_UPLOAD, Event.REMOTE_MISS, Event.REMOTE_REPAIR, Event.CACHE_REMOVED,
+    Event.REMOTE_UPLOAD, Event.REMOTE_MISS, Event.REMOTE_REPAIR, Event.CACHE_REMOVED, Event.LOCK_DRIFT,
 }
 # event -> per-kernel counter name (what the plugin summary and `kernelcache stats` show)
 _KERNEL_COUNTERS = {
@@ -156,6 +159,9 @@ def emit(event: Event, **fields: Any) -> None:
             _miss_reasons[str(fields.get("reason_code", "unknown"))] += 1
         if event == Event.BUILD_DONE:
             _floats["build_seconds"] += float(fields.get("seconds", 0.0))
+        if event == Event.BUILD_START and _phase["ready"] and name:
+            _counters["compiles_after_ready"] += 1
+            _per_kernel[name]["compiles_after_ready"] += 1
         if event in (Event.LOCK_ACQUIRED, Event.LOCK_WAIT_PUBLISHED):
             _floats["wait_seconds"] += float(fields.get("waited", 0.0))
         kind = fields.get("kind")
@@ -220,6 +226,7 @@ def _human(event: Event, f: dict) -> str:
             f" ({f['refused']} other entr{'y' if f['refused'] == 1 else 'ies'} of this source key refused first, "
             f"e.g. {f.get('refused_reason')})" if f.get("refused") else ""),
         Event.REMOTE_UPLOAD: lambda: f"uploaded {name} to {f.get('remote')}",
+        Event.LOCK_DRIFT: lambda: f"{name}: {f.get('reason')} (kernel lock {f.get('lock')}, warn mode: loading anyway)",
     }
     text = texts.get(event)
     return text() if text else f"{event} {f}"
@@ -255,12 +262,22 @@ def stats() -> dict[str, Any]:
             "lease_waits": _counters[Event.REMOTE_LEASE_WAIT],
             "remote_errors": _counters[Event.REMOTE_ERROR],
             "repairs": _counters[Event.REMOTE_REPAIR],
+            "compiles_after_ready": _counters["compiles_after_ready"],
+            "ready": _phase["ready"],
             "kernels": kernels,
         }
 
 
+def mark_ready() -> None:
+    """This process is ready to serve (``kernelcache.lockfile.preload`` finished; the pytest plugin
+    warmed its kernels): every compile from now on is counted as a compile after ready."""
+    with _lock:
+        _phase["ready"] = True
+
+
 def reset_stats() -> None:
     with _lock:
+        _phase["ready"] = False
         _counters.clear()
         _miss_reasons.clear()
         _per_kernel.clear()

@@ -23,6 +23,7 @@ from . import admit
 from .admit import accept, name_lock
 from .admit import reset_process_state as reset_process_state  # re-exported (public API)
 from . import manifest as manifest_mod
+from .lockfile import hook as lock_hook
 from .errors import BuildError, CacheMissError, CacheRemovedError, KernelCacheError, SchemaMismatch, ToolchainError
 from .events import Miss, Place, Status
 from .manifest import Manifest
@@ -349,7 +350,7 @@ def load_with_result(spec: KernelSpec, settings: Settings | None = None, *,
         raise TypeError(f"kernelcache.load expects a KernelSpec, got {type(spec).__name__}")
     s = resolve(settings)
     with events.logging_to(s.log):
-        mod, res = _pipeline(spec, s)
+        mod, res = lock_hook.run(spec, s, _pipeline) if lock_hook.active(s) else _pipeline(spec, s)
     if recall is not None:
         from . import recall_write  # a full load only: never on a recalled one
 

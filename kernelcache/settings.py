@@ -27,6 +27,7 @@ PREFIX = "KERNELCACHE_"
 # Old name -> new name. The old one keeps working, with a DeprecationWarning.
 DEPRECATED_ENV = {"KERNELCACHE_PREBUILD": "KERNELCACHE_WARM"}
 REMOTE_MODES = ("read", "readwrite", "off")
+LOCK_MODES = ("error", "warn")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -189,6 +190,11 @@ class Settings(FrozenRecord):
     # stat every recorded header on a warm load, those of installed packages too (default: an
     # installed, non-editable distribution's headers are trusted through its RECORD's identity)
     verify_installed: bool = False
+    # the kernel lock (kernelcache.lockfile): served under (a kernel it lacks or that drifted is
+    # refused before any build step; lock_mode "warn": logged, and loaded anyway), recorded into
+    lock: Path | None = None
+    lock_mode: str = "error"  # error | warn
+    lock_record: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cache_dir", Path(os.path.abspath(Path(self.cache_dir).expanduser())))
@@ -203,6 +209,11 @@ class Settings(FrozenRecord):
         if not isinstance(self.remote, RemoteSettings):
             raise TypeError(f"Settings.remote must be a RemoteSettings, got {type(self.remote).__name__}")
         object.__setattr__(self, "patch", parse_patch(self.patch, "patch"))
+        for f in ("lock", "lock_record"):
+            v = getattr(self, f)
+            object.__setattr__(self, f, None if v is None or str(v) == "" else Path(os.path.abspath(Path(v).expanduser())))
+        if self.lock_mode not in LOCK_MODES:
+            raise ValueError(f"KERNELCACHE_LOCK_MODE must be one of {'|'.join(LOCK_MODES)}, got {self.lock_mode!r}")
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -238,6 +249,9 @@ class Settings(FrozenRecord):
             + (("tvm_ffi",) if _flag(g("KERNELCACHE_PATCH_TVM_FFI"), "KERNELCACHE_PATCH_TVM_FFI") else ()),
             cache_buster=g("KERNELCACHE_CACHE_BUSTER") or None,
             verify_installed=_flag(g("KERNELCACHE_VERIFY_INSTALLED"), "KERNELCACHE_VERIFY_INSTALLED"),
+            lock=(g("KERNELCACHE_LOCK") or "").strip() or None,
+            lock_mode=(g("KERNELCACHE_LOCK_MODE") or "").strip().lower() or "error",
+            lock_record=(g("KERNELCACHE_LOCK_RECORD") or "").strip() or None,
         )
         if overrides.pop("patch_tvm_ffi", False):  # the old name's option (--kc-patch-tvm-ffi)
             overrides["patch"] = (*parse_patch(overrides.get("patch", values["patch"]), "patch"), "tvm_ffi")
@@ -257,10 +271,13 @@ class Settings(FrozenRecord):
             "KERNELCACHE_PATCH": ",".join(self.patch),
             "KERNELCACHE_PATCH_TVM_FFI": "1" if self.patch_tvm_ffi else "0",
             "KERNELCACHE_VERIFY_INSTALLED": "1" if self.verify_installed else "0",
+            "KERNELCACHE_LOCK_MODE": self.lock_mode,
         }
         for name, value in (("KERNELCACHE_LOG", self.log), ("KERNELCACHE_CUDA_ARCH", self.cuda_arch),
                             ("KERNELCACHE_FLASHINFER_INCLUDE", self.flashinfer_include),
-                            ("KERNELCACHE_CACHE_BUSTER", self.cache_buster)):
+                            ("KERNELCACHE_CACHE_BUSTER", self.cache_buster),
+                            ("KERNELCACHE_LOCK", None if self.lock is None else str(self.lock)),
+                            ("KERNELCACHE_LOCK_RECORD", None if self.lock_record is None else str(self.lock_record))):
             if value is not None:
                 out[name] = value
         out.update(self.remote.to_env())

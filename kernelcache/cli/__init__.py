@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from .cache import cmd_clean, cmd_explain, cmd_ls, cmd_prune, cmd_stats, cmd_verify, cmd_warm
+from . import lockfile
 from .common import GlobalSubparsers, add_global_flags, parse_age, parse_size
 from .tools import cmd_build, cmd_doctor, cmd_pack
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--spec", action="append", default=[], metavar="MOD:FUNC",
                    help="module:callable returning KernelSpec(s), as the plugin's kernelcache_specs (repeatable)")
     w.set_defaults(fn=cmd_warm)
+    lockfile.add_warm_lock(w)  # warm --lock PATH
     ls = sub.add_parser("ls", help="list cache entries (and prebuilt roots)")
     ls.add_argument("name", nargs="?")
     ls.add_argument("--json", action="store_true")
@@ -87,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--version", default="0.1.0")
     pk.set_defaults(fn=cmd_pack)
     _add_remote_commands(sub)
+    lockfile.add_parsers(sub)  # kernelcache lock check|update
     __import__("kernelcache.cli.impact", fromlist=["add_parsers"]).add_parsers(sub)  # kernelcache affected
     from .help import document
 

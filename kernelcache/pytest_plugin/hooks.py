@@ -13,6 +13,7 @@ import pytest
 
 from . import gating, impact, impact_record, names, options, placement
 from .activation import NotEnabledHints, asked_for, given_kc_flags
+from .lockfile import LockHooks
 from .options import PLUGIN_NAME
 from .session import SessionPlugin
 from .settings_bridge import arch_source, build_settings, export_env, from_wire, restore_env
@@ -104,6 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     placement.configure(config)
     config.pluginmanager.register(SessionPlugin(state), "kernelcache-session")
+    config.pluginmanager.register(LockHooks(state), "kernelcache-lockfile")  # compiles after ready
     impact.configure(config, state)
     if config.pluginmanager.hasplugin("xdist") and not state.is_worker:
         from .xdist import XdistHooks

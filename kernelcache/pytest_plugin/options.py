@@ -97,6 +97,15 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("affected_mode", "--kc-affected-mode", "kernelcache_affected_mode", "KERNELCACHE_AFFECTED_MODE", "choice",
         "enforce", "enforce: deselect what --kc-affected-since finds unaffected; report: run everything and "
         "report what would have been deselected and whether any of those failed", choices=AFFECTED_MODES),
+    Opt("lock", "--kc-lock", "kernelcache_lock", "KERNELCACHE_LOCK", "path", None,
+        "kernel lock to serve under: a load of a kernel it lacks, or whose inputs or key here differ, fails "
+        "before any build step (kernelcache.lockfile)", setting="lock"),
+    Opt("lock_mode", "--kc-lock-mode", "kernelcache_lock_mode", "KERNELCACHE_LOCK_MODE", "choice", "error",
+        "error: a load the kernel lock does not describe fails; warn: it is logged and loaded",
+        choices=("error", "warn"), setting="lock_mode"),
+    Opt("lock_record", "--kc-lock-record", "kernelcache_lock_record", "KERNELCACHE_LOCK_RECORD", "path", None,
+        "record every kernel the session loads (all processes, xdist workers merged) into this kernel lock",
+        setting="lock_record"),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 
