@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--from-ini", action="store_true")
     b.add_argument("--arch", action="append", default=[], help="CUDA arch (repeatable), e.g. 9.0")
     b.add_argument("--out", required=True)
+    b.add_argument("--lock", default=None, metavar="PATH",
+                   help="build exactly the kernels the kernel lock PATH names, each from its lock block (for each "
+                   "--arch, else each arch the lock records); a kernel that drifted from the lock is not built")
     b.add_argument("--flashinfer", action="append", default=[], metavar="MOD:FUNC[(ARGS)]",
                    help="a FlashInfer module (or list) to export, built through the FlashInfer route, e.g. "
                    "'flashinfer.jit.activation:gen_act_and_mul_module(\"silu\")' (repeatable; literal ARGS)")

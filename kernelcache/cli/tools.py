@@ -101,6 +101,8 @@ def cmd_build(args) -> int:
         except gpu.ArchError as e:
             return usage_error(f"--arch {a!r}: {e}")
     s = settings_of(args)
+    if args.lock:
+        return _build_lock(args, s)
     refs, search = list(args.spec), [os.getcwd()]
     if args.from_ini:  # the project's own kernels, as its pytest runs declare them
         from .project_ini import ini_spec_refs
@@ -131,6 +133,25 @@ def cmd_build(args) -> int:
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
     return 1 if any(r["status"] == "failed" for r in report) else 0
+
+
+def _build_lock(args, s) -> int:
+    """``build --lock PATH``: exactly the locked set (the lock names the kernels, nothing else)."""
+    from ..errors import KernelCacheError
+    from ..export_lock import build_locked
+    from .cache import usage_error
+
+    if args.names or args.spec or args.from_ini or args.flashinfer or args.sglang:
+        return usage_error("--lock builds exactly the locked set: no kernel names, --spec, --from-ini, --flashinfer "
+                           "or --sglang with it")
+    try:
+        report = build_locked(args.lock, list(args.arch), Path(args.out), s)
+    except KernelCacheError as e:  # an unreadable lock: said once, nothing built
+        print(f"kernelcache: {e}", file=sys.stderr)
+        return 1
+    for r in report:
+        print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
+    return 1 if not report or any(r["status"] == "failed" for r in report) else 0
 
 
 def cmd_pack(args) -> int:
