@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import kinds, process_state, recall, validate
+from .events import RejectCode
 from .spec import KernelSpec
 from .storage.entry import Entry
 from .storage.local import LocalStore
@@ -49,11 +50,6 @@ def _forget_admitted() -> None:
 
 
 process_state.register("admit.admitted", _forget_admitted)
-
-
-def reset_process_state() -> None:
-    """Forget every process-wide memo (``process_state.reset_all``; kept for ``loader``'s re-export)."""
-    process_state.reset_all()
 
 
 def dlopen_path(so_path: Path, store: LocalStore) -> Path:
@@ -99,7 +95,7 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
         path = dlopen_path(entry.so_path, store) if kind.in_process else entry.so_path
         mod, rej = kind.admit(spec, entry.head, path)
     except Exception as e:  # noqa: BLE001 - any load failure is a rejection
-        return None, validate.Rejection("dlopen", f"loading failed: {type(e).__name__}: {e}")
+        return None, validate.Rejection(RejectCode.DLOPEN, f"loading failed: {type(e).__name__}: {e}")
     if rej:
         return None, rej
     with _state.lock:

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import kinds, level1, search, validate
 from .errors import SpecError, ToolchainError
-from .events import Place
+from .events import Explained, Place
 from .settings import Settings, resolve
 from .spec import KernelSpec
 from .storage.entry import Entry
@@ -36,7 +36,7 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
 
     pre = [{"entry": str(v.entry.path), "usable": v.module is not None, "reason": str(v.rejection or "")}
            for v in search.verdicts(look, Place.PREBUILT, check, read_only=True)]
-    out: dict[str, Any] = {"name": spec.name, "key1": None, "inputs": {}, "status": "miss", "entry": None,
+    out: dict[str, Any] = {"name": spec.name, "key1": None, "inputs": {}, "status": Explained.MISS, "entry": None,
                            "reason": "", "note": "", "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre
                                                                  if not p["usable"]], "prebuilt": pre,
                            "root": str(spec.root), "kind": spec.kind,
@@ -44,7 +44,7 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
                                      "ldflags": list(spec.ldflags)}}
     usable = next((p for p in pre if p["usable"]), None)
     if usable and not s.rebuild:
-        out.update(status="prebuilt", entry=usable["entry"])
+        out.update(status=Explained.PREBUILT, entry=usable["entry"])
     try:
         plan = kinds.make_plan(spec, s)
         l1 = level1.level1(plan, s, look.sources())
@@ -56,12 +56,12 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
     seen = []
     for v in search.verdicts(look, Place.LOCAL, check, read_only=True):
         if v.module is not None:
-            if out["status"] == "miss":
-                out.update(status="hit", entry=str(v.entry.path))
+            if out["status"] == Explained.MISS:
+                out.update(status=Explained.HIT, entry=str(v.entry.path))
             return out
         seen.append(v)
         out["refused"].append(f"{v.entry.path}: {v.rejection}")
-    if out["status"] != "miss":
+    if out["status"] != Explained.MISS:
         return out
     return _fetched(out, look, check, search.local_miss(look, seen).reason)
 
@@ -69,14 +69,14 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
 def _fetched(out: dict, look: search.Lookup, check: search.Accept, why: str) -> dict:
     """Fleet entries fetched earlier (the load's next place); ``why``: the miss reason, kept
     only if nothing usable is found there either."""
-    if out["status"] != "miss":
+    if out["status"] != Explained.MISS:
         return out
     skey = look.skey()
     if skey is not None:
         out["source_key"] = skey
         for v in search.verdicts(look, Place.FETCHED, check, read_only=True):
             if v.module is not None:
-                out.update(status="fetched", entry=str(v.entry.path))
+                out.update(status=Explained.FETCHED, entry=str(v.entry.path))
                 return out
             out["refused"].append(f"fetched {v.entry.path}: {v.rejection}")
     if look.s.remote_enabled and skey is not None and not look.s.rebuild and _fleet(out, look, skey):
@@ -106,7 +106,7 @@ def _fleet(out: dict, look: search.Lookup, skey: str) -> bool:
             if rej is not None:
                 out["refused"].append(f"fleet {url} {ref.entry_id}: {rej}")
                 continue
-            out.update(status="remote", entry=f"{url} {ref.entry_id}")
+            out.update(status=Explained.REMOTE, entry=f"{url} {ref.entry_id}")
             return True
         if not refs:
             out["note"] = _also(out["note"], f"the fleet cache {url} has no entry under source key {skey[:16]}")
@@ -129,13 +129,13 @@ def explain_recorded(name: str, settings: Settings | None = None) -> dict[str, A
     from .storage import prebuilt
 
     s = resolve(settings)
-    out: dict[str, Any] = {"name": name, "key1": None, "inputs": {}, "status": "miss", "entry": None, "reason": "",
+    out: dict[str, Any] = {"name": name, "key1": None, "inputs": {}, "status": Explained.MISS, "entry": None, "reason": "",
                            "note": "", "refused": [], "prebuilt": []}
-    found: list[tuple[str, Entry]] = [("prebuilt", e) for e in prebuilt.candidates(name, s)]
+    found: list[tuple[Explained, Entry]] = [(Explained.PREBUILT, e) for e in prebuilt.candidates(name, s)]
     for info in sorted(LocalStore(s).infos(name), key=lambda i: -i.last_used):
         m = manifest_mod.read(info.path)
         if m is not None:
-            found.append(("hit" if info.area == BUILT else "fetched", Entry(info.path, m)))
+            found.append((Explained.HIT if info.area == BUILT else Explained.FETCHED, Entry(info.path, m)))
     for status, entry in found:
         m = entry.manifest
         try:
@@ -144,12 +144,12 @@ def explain_recorded(name: str, settings: Settings | None = None) -> dict[str, A
             problem: str | None = str(e)
         else:
             problem = validate.binary_problem(entry.so_path, list(m.schemas), m.so_size, m.so_sha256, checks)
-        if status == "prebuilt":
+        if status is Explained.PREBUILT:
             out["prebuilt"].append({"entry": str(entry.path), "usable": problem is None, "reason": problem or ""})
         if problem is not None:
             out["refused"].append(f"{status} {entry.path}: {problem}")
             continue
-        out.update(status=status, entry=str(entry.path), key1=m.key1 if status == "hit" else None,
+        out.update(status=status, entry=str(entry.path), key1=m.key1 if status is Explained.HIT else None,
                    inputs=dict(m.inputs or {}), kind=m.kind,
                    note="its sources are not checked: this host's entries of it record their bytes, not where "
                         "they are (explain --spec MODULE:FUNC checks them)")

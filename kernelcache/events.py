@@ -33,6 +33,10 @@ class Word(str, Enum):
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
+    # equal to its word, so hashed as its word (Enum hashes the member's name): a dict keyed by
+    # members answers for the word that crossed the JSON or xdist boundary, and the other way round
+    __hash__ = str.__hash__
+
 
 class Status(Word):
     """What one load did (``WarmResult.status``; the CLI, the plugin and ``warm`` report it)."""
@@ -61,6 +65,45 @@ class Place(Word):
     PREBUILT = "prebuilt"
     LOCAL = "local"
     FETCHED = "fetched"
+
+
+class Upload(Word):
+    """What publishing one entry to the fleet cache did (``kc.push`` rows, ``fleet.upload``)."""
+
+    UPLOADED = "uploaded"  # our envelope is the entry
+    EXISTS = "exists"  # an intact entry was there: nothing written
+    REPAIRED = "repaired"  # it was there; a damaged or missing blob re-uploaded from our bytes
+    REPLACED = "replaced"  # its envelope was broken: swapped for ours
+    SKIPPED = "skipped"  # not pushed (not built here, no source key, bytes not its manifest's)
+    FAILED = "failed"
+
+
+class Explained(Word):
+    """What ``explain`` says a load would do: take the entry of a place, fetch one from the fleet,
+    or miss (``explain``'s ``status``)."""
+
+    PREBUILT = "prebuilt"
+    HIT = "hit"  # a local entry
+    FETCHED = "fetched"  # fetched from the fleet earlier
+    REMOTE = "remote"  # the fleet has one
+    MISS = "miss"
+
+
+class RejectCode(Word):
+    """Why an entry may not be used, in one word (``validate.Rejection.code``: counted, reported
+    in the quarantine event); the precise reason is the rejection's ``detail``."""
+
+    FORMAT = "format"  # the manifest: its format version, its kernel, its kind
+    SCHEMA = "schema"  # the manifest's schemas differ from the spec's
+    BINARY = "binary"  # the binary file: name, size, checksum, magic, exported symbols
+    DLOPEN = "dlopen"
+    IDENTITY = "identity"  # the binary is not its manifest's build
+    EXPORTED_SCHEMA = "exported_schema"
+    SURFACE = "surface"  # a torch-kind binary's exported surface
+    INSTALLATION = "installation"  # an entry built elsewhere does not fit this host or spec
+    DEPS = "deps"  # a recorded dependency changed
+    CPU = "cpu"  # -march=native for a CPU with features this one lacks
+    TRUST = "trust"  # an entry others could have written
 
 
 class Event(Word):
@@ -100,6 +143,10 @@ class Event(Word):
     UNSAFE_DIRECTORY = "unsafe_directory"  # a cache dir or prebuilt root other users can write
     LOCK_DRIFT = "lock_drift"  # KERNELCACHE_LOCK_MODE=warn: the kernel lock does not describe this load
     LOCK_REFUSED = "lock_refused"  # KERNELCACHE_LOCK: a load refused before any build step
+
+# the event a refusal in each place (but the local cache's, handled in place) emits
+REFUSED = {Place.PREBUILT: Event.PREBUILT_REFUSED, Place.LOCAL: Event.LOCAL_REFUSED,
+           Place.FETCHED: Event.FETCHED_REFUSED}
 
 _lock = threading.Lock()
 _counters: Counter = Counter()

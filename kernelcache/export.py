@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from . import manifest as manifest_mod
 from . import toolchain
 from .layout import DEPSTAT, RECENT, USED, Layout
+from .events import Status
 from .settings import RemoteSettings, Settings, resolve
 from .storage.entry import Entry
 
@@ -61,7 +62,7 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
         spec_archs: list[str | None] = [*archs] if archs and spec.is_cuda else [None]
         for arch in spec_archs:
             if spec.is_cuda and arch is None and not base.cuda_arch:
-                report.append({"name": name, "status": "failed",
+                report.append({"name": name, "status": Status.FAILED,
                                "reason": "CUDA kernel needs --arch (or KERNELCACHE_CUDA_ARCH)"})
                 continue
             s = base.replace(cuda_arch=arch) if arch else base
@@ -69,12 +70,12 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
             try:
                 _, res = load_with_result(spec, s)
             except Exception as e:  # noqa: BLE001 - reported per kernel
-                report.append({"name": name, "status": "failed", "arch": arch, "reason": str(e)[:300],
+                report.append({"name": name, "status": Status.FAILED, "arch": arch, "reason": str(e)[:300],
                                "seconds": time.monotonic() - t0})
                 continue
             m = manifest_mod.read(Path(res.entry_path))
             if m is None:
-                report.append({"name": name, "status": "failed", "arch": arch, "reason": "entry vanished"})
+                report.append({"name": name, "status": Status.FAILED, "arch": arch, "reason": "entry vanished"})
                 continue
             dest = export_entry(Entry(Path(res.entry_path), m), out, toolchain.nvcc_major() if spec.is_cuda else None)
             report.append({"name": name, "status": res.status, "arch": arch, "seconds": time.monotonic() - t0,
@@ -98,7 +99,7 @@ def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = N
         entry_path = row.pop("entry_path", None)
         m = manifest_mod.read(Path(entry_path)) if entry_path else None
         if entry_path and m is None:
-            row.update(status="failed", reason="entry vanished")
+            row.update(status=Status.FAILED, reason="entry vanished")
         if m is not None:
             labels = {VERSION_LABEL: label, **header_labels(m)}
             dest = export_entry(Entry(Path(entry_path), m), out, toolchain.nvcc_major(), labels)
@@ -122,7 +123,7 @@ def export_sglang(texts: list[str], out: Path, settings: Settings | None = None)
         entry_path = row.pop("entry_path", None)
         m = manifest_mod.read(Path(entry_path)) if entry_path else None
         if entry_path and m is None:
-            row.update(status="failed", reason="entry vanished")
+            row.update(status=Status.FAILED, reason="entry vanished")
         if m is not None:
             cuda = toolchain.nvcc_major() if m.archs else None
             dest = export_entry(Entry(Path(entry_path), m), out, cuda, {VERSION_LABEL: label})

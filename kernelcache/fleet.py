@@ -314,7 +314,7 @@ def _download(store: LocalStore, rc: Any, remote_entry: Any, m: Manifest, skey: 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Entry(dest, manifest_mod.read(dest) or m, "fetched")
+    return Entry(dest, manifest_mod.read(dest) or m, Place.FETCHED)
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -329,29 +329,28 @@ def fleet_manifest(m: Manifest) -> Manifest:
     return out
 
 
-def upload(s: Settings, entry: Entry) -> tuple[str, str]:
+def upload(s: Settings, entry: Entry) -> tuple[events.Upload, str]:
     """Publish an entry built on this host (readwrite), under the source key its manifest records.
 
     Blobs first, the envelope last, never overwriting a whole entry; an entry already there has
     its blobs checked (size and sha256) and a damaged or missing one re-uploaded from these bytes.
-    Returns (status, detail): "uploaded", "exists", "repaired", "replaced", "failed" (detail:
-    the error) or "skipped".
+    Returns (status, detail): the status an ``Upload`` (detail: why it failed or was skipped).
     """
     from .storage.remote import RemoteError
 
     m = entry.manifest
-    if entry.origin != "local" or m.origin or not m.skey:
-        return "skipped", "not built here, or no source key recorded"
+    if entry.origin != Place.LOCAL or m.origin or not m.skey:
+        return events.Upload.SKIPPED, "not built here, or no source key recorded"
     rc = open_client(s, m.name)
     if rc is None:
-        return "failed", "the remote cannot be opened (see the remote_down line)"
+        return events.Upload.FAILED, "the remote cannot be opened (see the remote_down line)"
     pub = fleet_manifest(m)
     try:
         status = rc.publish(m.name, m.skey, m.entry_id, pub.to_dict(), {m.so_name: Path(entry.so_path)})
     except RemoteError as e:
         _failed(m.name, rc, e)
-        return "failed", f"{getattr(e, 'reason', 'remote_error')}: {e}"
-    kind = {"uploaded": events.Event.REMOTE_UPLOAD, "exists": events.Event.REMOTE_UPLOAD_EXISTS}.get(
-        status, events.Event.REMOTE_REPAIR)
+        return events.Upload.FAILED, f"{getattr(e, 'reason', 'remote_error')}: {e}"
+    kind = {events.Upload.UPLOADED: events.Event.REMOTE_UPLOAD,
+            events.Upload.EXISTS: events.Event.REMOTE_UPLOAD_EXISTS}.get(status, events.Event.REMOTE_REPAIR)
     events.emit(kind, name=m.name, entry=m.entry_id, remote=rc.url, status=status)
     return status, ""

@@ -21,7 +21,6 @@ from typing import Any, Iterable
 from . import events, kinds, level1, search, toolchain, validate
 from . import admit
 from .admit import accept, name_lock
-from .admit import reset_process_state as reset_process_state  # re-exported (public API)
 from . import manifest as manifest_mod
 from .lockfile import hook as lock_hook
 from .errors import BuildError, CacheMissError, CacheRemovedError, KernelCacheError, SchemaMismatch, ToolchainError
@@ -111,7 +110,7 @@ def _first(ctx: _Ctx, place: Place, seen: list[search.Verdict] | None = None) ->
                 ctx.refused.append(f"{v.entry.path}: {rej}")
             continue
         ctx.refused.append(f"{place} {v.entry.path}: {rej}")
-        events.emit(events.Event(f"{place}_refused"), name=ctx.spec.name, entry=str(v.entry.path), reason=str(rej))
+        events.emit(events.REFUSED[place], name=ctx.spec.name, entry=str(v.entry.path), reason=str(rej))
         if place is Place.FETCHED:
             ctx.store.quarantine(v.entry, str(rej))
     return None

@@ -26,7 +26,7 @@ class PushResult:
 
     name: str
     entry_id: str
-    status: str  # uploaded | exists | repaired | replaced | skipped | failed
+    status: events.Upload
     reason: str = ""
 
     def as_dict(self) -> dict:
@@ -48,7 +48,7 @@ def push(names: Iterable[str | KernelSpec] | str | KernelSpec | None = None,
         names = [names]
     wanted = [n.name if isinstance(n, KernelSpec) else str(n) for n in (names or [])]
     store = LocalStore(s)
-    entries = [e for e in store.entries() if e.origin == "local"]
+    entries = [e for e in store.entries() if e.origin == events.Place.LOCAL]
     held = sorted({e.manifest.name for e in entries})
     for n in wanted:
         if n not in held:
@@ -63,13 +63,13 @@ def push(names: Iterable[str | KernelSpec] | str | KernelSpec | None = None,
 def _push_one(s: Settings, entry: Entry, fleet) -> PushResult:
     m = entry.manifest
     if m.origin:
-        return PushResult(m.name, m.entry_id, "skipped", f"not built here ({m.origin})")
+        return PushResult(m.name, m.entry_id, events.Upload.SKIPPED, f"not built here ({m.origin})")
     if not m.skey:
-        return PushResult(m.name, m.entry_id, "skipped", "no source key recorded (an entry of an older "
+        return PushResult(m.name, m.entry_id, events.Upload.SKIPPED, "no source key recorded (an entry of an older "
                                                          "kernelcache): rebuild it to share it")
     problem = _bytes_problem(entry)
     if problem:
-        return PushResult(m.name, m.entry_id, "skipped", f"{problem} (kernelcache verify --fix quarantines it)")
+        return PushResult(m.name, m.entry_id, events.Upload.SKIPPED, f"{problem} (kernelcache verify --fix quarantines it)")
     status, detail = fleet.upload(s, entry)
     return PushResult(m.name, m.entry_id, status, detail)
 

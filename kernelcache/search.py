@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 from . import anchors, gpu, key, level1, manifest as manifest_mod, toolchain, validate
 from .errors import ToolchainError
-from .events import Miss, Place
+from .events import Miss, Place, RejectCode
 from .layout import BUILT
 from .level1 import Level1, diff_inputs
 from .manifest import Manifest
@@ -141,7 +141,7 @@ def vet(look: Lookup, entry: Entry, place: Place, read_only: bool = False) -> va
             check = key.check_deps(m.deps, m.absent, look._anchors, entry.stat_cache())
         look.dep_counts = (check.n_stat, check.n_trusted)
         if not check.ok:
-            return validate.Rejection("deps", check.reason)
+            return validate.Rejection(RejectCode.DEPS, check.reason)
         cpu = validate.cpu_refusal(entry.head)
         if cpu is not None:
             return cpu

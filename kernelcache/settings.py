@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .patch.names import parse as parse_patch
+from .patch_names import parse as parse_patch
 from . import environ as raw_environ
 from .records import FrozenRecord
 
@@ -185,7 +185,7 @@ class Settings(FrozenRecord):
     flashinfer_include: str | None = None
     max_jobs: int | None = None  # compile parallelism (never part of the key)
     remote: RemoteSettings = RemoteSettings()  # the fleet cache (off by default)
-    patch: tuple[str, ...] = ()  # drop-ins to patch in (kernelcache.patch.names: tvm_ffi, torch, flashinfer)
+    patch: tuple[str, ...] = ()  # drop-ins to patch in (kernelcache.patch_names: tvm_ffi, torch, flashinfer)
     cache_buster: str | None = None  # any string: part of every key (force a fleet-wide rebuild)
     # stat every recorded header on a warm load, those of installed packages too (default: an
     # installed, non-editable distribution's headers are trusted through its RECORD's identity)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 from . import bounded, gpu, key, native
 from .level1 import source_hashes, tvm_abi
 from .errors import ToolchainError
+from .events import RejectCode
 from .manifest import FORMAT, Manifest
 from .plan import IDENTITY_SYMBOL, ROOT
 from .records import FrozenRecord
@@ -41,9 +42,13 @@ class Rejection(FrozenRecord):
     """Why an entry may not be used: a short code (counted, reported) and a precise detail.
     (A ``FrozenRecord``: on every load's import path.)"""
 
-    code: str  # format | schema | binary | dlopen | identity | exported_schema | installation | deps | cpu
+    code: RejectCode
     detail: str
     mismatches: Mismatches | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.code) is not RejectCode:  # a kind outside the package may give the word
+            object.__setattr__(self, "code", RejectCode(self.code))  # (ValueError: not a code)
 
     def __str__(self) -> str:
         return self.detail
@@ -180,20 +185,20 @@ def before_dlopen(spec: KernelSpec, manifest: Manifest, so_path: Path, check_sha
                   checks: BinaryChecks = TVM_FFI) -> Rejection | None:
     """Everything that can be checked on the file, before any of its code can run."""
     if manifest.format != FORMAT:
-        return Rejection("format", f"manifest format {manifest.format} != {FORMAT}")
+        return Rejection(RejectCode.FORMAT, f"manifest format {manifest.format} != {FORMAT}")
     if manifest.name != spec.name:
-        return Rejection("format", f"manifest is for kernel {manifest.name!r}")
+        return Rejection(RejectCode.FORMAT, f"manifest is for kernel {manifest.name!r}")
     if manifest.kind != spec.kind:
-        return Rejection("format", f"manifest is for a {manifest.kind} binary, expected {spec.kind}")
+        return Rejection(RejectCode.FORMAT, f"manifest is for a {manifest.kind} binary, expected {spec.kind}")
     mism = compare(expected_schemas(spec, manifest), manifest.schemas) if checks.schemas else None
     if mism:
-        return Rejection("schema", "manifest schema differs: " + describe(mism), mism)
+        return Rejection(RejectCode.SCHEMA, "manifest schema differs: " + describe(mism), mism)
     if not isinstance(manifest.so_name, str) or os.path.basename(manifest.so_name) != manifest.so_name \
             or manifest.so_name in ("", ".", ".."):
-        return Rejection("binary", f"binary name {manifest.so_name!r} is not a file name in the entry")
+        return Rejection(RejectCode.BINARY, f"binary name {manifest.so_name!r} is not a file name in the entry")
     problem = binary_problem(so_path, list(spec.functions), manifest.so_size,
                              manifest.so_sha256 if check_sha else None, checks)
-    return Rejection("binary", problem) if problem else None
+    return Rejection(RejectCode.BINARY, problem) if problem else None
 
 
 def after_dlopen(spec: KernelSpec, manifest: Manifest | None, module: Any, so_path: Path,
@@ -202,12 +207,12 @@ def after_dlopen(spec: KernelSpec, manifest: Manifest | None, module: Any, so_pa
     if identity is not None:
         ident = read_identity(so_path)
         if ident != identity:
-            return Rejection("identity", f"identity {ident!r} != manifest's {identity!r} "
+            return Rejection(RejectCode.IDENTITY, f"identity {ident!r} != manifest's {identity!r} "
                                          "(binary of another build)"), {}
     found = exported_schemas(module, list(spec.functions))
     mism = compare(expected_schemas(spec, manifest), found)
     if mism:
-        return Rejection("exported_schema", "exported schema differs: " + describe(mism), mism), found
+        return Rejection(RejectCode.EXPORTED_SCHEMA, "exported schema differs: " + describe(mism), mism), found
     return None, found
 
 
@@ -221,7 +226,7 @@ def cpu_refusal(m: Manifest) -> Rejection | None:
     missing = native.missing_features(nat)
     if not missing or not nat:
         return None
-    return Rejection("cpu", f"built with {' '.join(nat.get('flags') or ['-march=native'])} for a CPU with "
+    return Rejection(RejectCode.CPU, f"built with {' '.join(nat.get('flags') or ['-march=native'])} for a CPU with "
                             f"{', '.join(missing)}, which this CPU lacks (it would crash with an illegal "
                             "instruction)")
 
@@ -254,36 +259,36 @@ def installation_refusal(spec: KernelSpec, m: Manifest, inst: Installation, stri
     identity and exported schemas are checked afterwards like for any entry.
     """
     if m.name != spec.name:
-        return Rejection("installation", f"built for kernel {m.name!r}")
+        return Rejection(RejectCode.INSTALLATION, f"built for kernel {m.name!r}")
     if m.source_hashes != (inst.source_hashes if inst.source_hashes is not None else source_hashes(spec)):
-        return Rejection("installation", "built from different sources than this installation")
+        return Rejection(RejectCode.INSTALLATION, "built from different sources than this installation")
     cpu = cpu_refusal(m)
     if cpu is not None:
         return cpu
     if m.kind != spec.kind:
-        return Rejection("installation", f"a {m.kind} binary, expected {spec.kind}")
+        return Rejection(RejectCode.INSTALLATION, f"a {m.kind} binary, expected {spec.kind}")
     if dict(m.inputs.get("extra_abi") or {}) != dict(spec.abi):
-        return Rejection("installation", f"ABI {m.inputs.get('extra_abi') or {}} != this installation's {dict(spec.abi)}")
+        return Rejection(RejectCode.INSTALLATION, f"ABI {m.inputs.get('extra_abi') or {}} != this installation's {dict(spec.abi)}")
     check = key.check_deps(m.deps, m.absent, inst.anchors, only_anchor=None if strict_external else ROOT,
                            tolerate_missing_external=True)
     if not check.ok:
-        return Rejection("deps", f"{'headers' if strict_external else 'package headers'} differ: {check.reason}")
+        return Rejection(RejectCode.DEPS, f"{'headers' if strict_external else 'package headers'} differ: {check.reason}")
     if checks.tvm_ffi and tvm_abi(m.tvm_ffi_version) != tvm_abi(inst.tvm_ffi_version):
-        return Rejection("installation", f"tvm-ffi ABI {m.tvm_ffi_version} != installed {inst.tvm_ffi_version}")
+        return Rejection(RejectCode.INSTALLATION, f"tvm-ffi ABI {m.tvm_ffi_version} != installed {inst.tvm_ffi_version}")
     if spec.is_cuda:
         want = m.archs
         try:
             local = gpu.target_archs(inst.cuda_arch)
         except ToolchainError as e:
-            return Rejection("installation", f"cannot tell this machine's CUDA arch: {e}")
+            return Rejection(RejectCode.INSTALLATION, f"cannot tell this machine's CUDA arch: {e}")
         if not want or not set(local) <= set(want):
-            return Rejection("installation", f"built for arch {list(want)}, this machine needs {list(local)}")
+            return Rejection(RejectCode.INSTALLATION, f"built for arch {list(want)}, this machine needs {list(local)}")
         major = str((m.prebuilt or {}).get("cuda_major") or "")
         if not major or not gpu.cuda_runtime_loadable(major):
-            return Rejection("installation", f"CUDA runtime libcudart.so.{major or '?'} not found on this machine")
+            return Rejection(RejectCode.INSTALLATION, f"CUDA runtime libcudart.so.{major or '?'} not found on this machine")
     mism = compare(expected_schemas(spec, m), m.schemas) if checks.schemas else None
     if mism:
-        return Rejection("schema", "schema differs: " + describe(mism), mism)
+        return Rejection(RejectCode.SCHEMA, "schema differs: " + describe(mism), mism)
     return build_refusal(spec, m, inst) if inst.source is not None else None
 
 
@@ -301,11 +306,11 @@ def build_refusal(spec: KernelSpec, m: Manifest, inst: Installation) -> Rejectio
     """
     assert inst.source is not None
     if not m.skey:
-        return Rejection("installation", "records no source key (written by an older kernelcache), so its flags "
+        return Rejection(RejectCode.INSTALLATION, "records no source key (written by an older kernelcache), so its flags "
                                          "cannot be checked: rebuild it (kernelcache build)")
     here = inst.source(None, None)
     if here is None:
-        return Rejection("installation", "cannot compute this spec's source key (CUDA target arch unknown)")
+        return Rejection(RejectCode.INSTALLATION, "cannot compute this spec's source key (CUDA target arch unknown)")
     if here[0] == m.skey:
         return None
     rec = m.skey_inputs
@@ -320,10 +325,10 @@ def build_refusal(spec: KernelSpec, m: Manifest, inst: Installation) -> Rejectio
                 return None
             here = alt  # the host's facts are the entry's: the difference is elsewhere
     if rec is None:
-        return Rejection("installation", f"built from other inputs than this spec (source key {m.skey[:12]}, this "
+        return Rejection(RejectCode.INSTALLATION, f"built from other inputs than this spec (source key {m.skey[:12]}, this "
                                          f"spec's {here[0][:12]}); its manifest does not name them: rebuild it "
                                          "(kernelcache build) to see which")
     from .source_key import diff
 
     lines = diff(rec, here[1]) or [f"source key {m.skey[:12]} != this spec's {here[0][:12]}"]
-    return Rejection("installation", "built from other inputs than this spec: " + "; ".join(lines))
+    return Rejection(RejectCode.INSTALLATION, "built from other inputs than this spec: " + "; ".join(lines))

@@ -8,7 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..events import Status
+from ..events import Place, Status
 from ..layout import BUILT, QUARANTINE, Layout
 from . import records
 from .common import settings_of, table
@@ -81,14 +81,13 @@ def cmd_warm(args) -> int:
         print(f"kernelcache: cache dir {s.cache_dir} (tvm-ffi import {t_import:.1f}s)")
         rows = [[r.name, r.status, f"{r.seconds:.2f}s", (r.reason or "")[:100]] for r in results]
         print(table(rows, ["kernel", "status", "time", "reason"]))
-        counts = {k: sum(r.status == k for r in results) for k in ("hit", "built", "prebuilt", "remote", "failed",
-                                                                   "skipped")}
-        print(", ".join(f"{v} {k}" for k, v in counts.items() if v or k in ("hit", "built", "failed"))
+        counts = {k: sum(r.status == k for r in results) for k in Status}
+        print(", ".join(f"{v} {k}" for k, v in counts.items() if v or k in (Status.HIT, Status.BUILT, Status.FAILED))
               + f" in {time.monotonic() - t0:.1f}s")
         for r in results:
-            if r.status == "failed":
+            if r.status == Status.FAILED:
                 print(f"\n--- {r.name} failed ---\n{r.reason}", file=sys.stderr)
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return 1 if any(r.status == Status.FAILED for r in results) else 0
 
 
 def _all_entries(s, name):
@@ -96,7 +95,7 @@ def _all_entries(s, name):
     from ..storage import prebuilt
     from ..storage.local import LocalStore
 
-    out = [(e, "cache" if e.origin == "local" else "fetched") for e in LocalStore(s).entries(name)]
+    out = [(e, "cache" if e.origin is Place.LOCAL else "fetched") for e in LocalStore(s).entries(name)]
     names = [name] if name else sorted({e.manifest.name for e, _ in out} | _prebuilt_names(s))
     for n in names:
         out += [(e, f"prebuilt:{e.path.parents[3]}") for e in prebuilt.candidates(n, s)]

@@ -50,7 +50,7 @@ def cmd_push(args) -> int:
         rows = [[r.name, r.entry_id[:12], r.status, r.reason[:80]] for r in results]
         print(table(rows, ["kernel", "entry", "status", "reason"]) if rows else "nothing to push: the local cache "
               f"{s.cache_dir} holds no entry built here")
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return 1 if any(r.status == events.Upload.FAILED for r in results) else 0
 
 
 def cmd_remote_ls(args) -> int:

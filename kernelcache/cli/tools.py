@@ -5,6 +5,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..events import Status
 from . import records
 from .common import settings_of
 
@@ -132,7 +133,7 @@ def cmd_build(args) -> int:
         report += export_sglang(list(args.sglang), Path(args.out), s)
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
-    return 1 if any(r["status"] == "failed" for r in report) else 0
+    return 1 if any(r["status"] == Status.FAILED for r in report) else 0
 
 
 def _build_lock(args, s) -> int:
@@ -151,7 +152,7 @@ def _build_lock(args, s) -> int:
         return 1
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
-    return 1 if not report or any(r["status"] == "failed" for r in report) else 0
+    return 1 if not report or any(r["status"] == Status.FAILED for r in report) else 0
 
 
 def cmd_pack(args) -> int:

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BuildError, SpecError
+from ..events import Status
 from ..spec import KernelSpec
 from . import _flags, _torch_side, _versions
 
@@ -205,7 +206,7 @@ def load_versioned(spec: KernelSpec, settings: "Settings", verbose: bool, kept: 
             print(f"The input conditions for extension module {spec.name} have changed. "
                   f"Bumping to version {version} and re-building as {target}...", flush=True)
         mod, res = _load_spec(renamed(spec, target), settings, verbose, kept, recall, d)
-        if any(f == "-Winvalid-pch" for f in spec.cflags) and res.status == "built":
+        if any(f == "-Winvalid-pch" for f in spec.cflags) and res.status == Status.BUILT:
             from ._pch import warn_if_unused
 
             warn_if_unused(_read(Path(res.entry_path) / "build.log"), target)
@@ -262,9 +263,9 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
     check_name(name)  # before anything is written: a bad name leaves nothing behind
     s = _settings(settings)
     files = inline_files(cpp_sources, cuda_sources, functions, with_pytorch_error_handling, no_implicit_headers)
-    from .. import inline_sources
+    from ..dropin import generated
 
-    root, created = inline_sources.materialize(s.cache_dir, f"torch_{name}", files)
+    root, created = generated.materialize(s.cache_dir, f"torch_{name}", files)
     try:
         spec = make_spec(name, [str(root / f) for f in files], extra_cflags=extra_cflags,
                          extra_cuda_cflags=extra_cuda_cflags, extra_ldflags=extra_ldflags,
@@ -281,11 +282,11 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
         return mod
     except ExtensionBuildError as e:
         if created and not e.output:  # nothing the compiler said points at these files
-            inline_sources.discard(root)
+            generated.discard(root)
         raise  # the compiler's messages name the generated files: they stay (see the message)
     except BaseException:
         if created:  # any other failure leaves no generated sources behind
-            inline_sources.discard(root)
+            generated.discard(root)
         raise
 
 

@@ -10,7 +10,7 @@ the settings a routed call runs with, one place for the sources a drop-in genera
 * :mod:`.generated` — generated sources, content-addressed under the cache, and their cleanup
   when a call fails.
 
-The registry of drop-ins and the parsing of their names is :mod:`kernelcache.patch.names`.
+The registry of drop-ins and the parsing of their names is :mod:`kernelcache.patch_names`.
 Importing this package imports none of the foreign JITs.
 """
 from __future__ import annotations

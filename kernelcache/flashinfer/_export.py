@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..dropin import named_call
+from ..events import Status
 from . import _gate, _route
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +48,7 @@ def built(texts: list[str], s: "Settings") -> list[dict]:
         try:
             specs = resolve(text)
         except Exception as e:  # noqa: BLE001 - reported per name
-            rows.append({"name": text, "status": "failed", "reason": f"{type(e).__name__}: {e}"[:300]})
+            rows.append({"name": text, "status": Status.FAILED, "reason": f"{type(e).__name__}: {e}"[:300]})
             continue
         for js in specs:
             if js.name in seen:
@@ -55,13 +56,13 @@ def built(texts: list[str], s: "Settings") -> list[dict]:
             seen.add(js.name)
             why = _gate.refusal(js)
             if why:
-                rows.append({"name": js.name, "status": "failed", "reason": f"the route does not take it: {why}"})
+                rows.append({"name": js.name, "status": Status.FAILED, "reason": f"the route does not take it: {why}"})
                 continue
             t0 = time.monotonic()
             try:
                 result = _route.entry(js, s)[1]
             except Exception as e:  # noqa: BLE001 - reported per module
-                rows.append({"name": js.name, "status": "failed", "reason": str(e)[:300],
+                rows.append({"name": js.name, "status": Status.FAILED, "reason": str(e)[:300],
                              "seconds": time.monotonic() - t0})
                 continue
             rows.append({"name": js.name, "status": result.status, "entry_path": str(result.entry_path),

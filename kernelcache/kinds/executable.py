@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import validate
+from ..events import RejectCode
 from ..manifest import Manifest
 from ..spec import KernelSpec
 from .base import Kind
@@ -28,9 +29,9 @@ class Executable(Kind):
     def admit(self, spec: KernelSpec, m: Manifest, path: Path) -> tuple[Any, validate.Rejection | None]:
         with open(path, "rb") as f:  # the nonce is in its bytes; running it to ask would run user code
             if m.identity.encode() not in f.read():
-                return None, validate.Rejection("identity", "executable does not hold its manifest's identity")
+                return None, validate.Rejection(RejectCode.IDENTITY, "executable does not hold its manifest's identity")
         if not os.access(path, os.X_OK):
-            return None, validate.Rejection("binary", "executable is not executable")
+            return None, validate.Rejection(RejectCode.BINARY, "executable is not executable")
         return str(path), None
 
 

@@ -27,6 +27,7 @@ import os
 import sys
 
 from .. import process_state, validate
+from ..events import RejectCode
 from ..installed import editable
 from ..manifest import Manifest
 from .tvm_ffi import ForeignJitModule
@@ -124,7 +125,7 @@ def version_refusal(m: Manifest) -> validate.Rejection | None:
     here = installed_version()
     line = f"built with FlashInfer {label}, installed FlashInfer is {here}"
     if label != here:
-        return validate.Rejection("installation", line)
+        return validate.Rejection(RejectCode.INSTALLATION, line)
     want = prebuilt.get(HEADERS_LABEL) or {}
     have = installed_hashes() if want else None
     if have is None:
@@ -133,7 +134,7 @@ def version_refusal(m: Manifest) -> validate.Rejection | None:
     if not differ:
         return None
     more = f" and {len(differ) - 1} more" if len(differ) > 1 else ""
-    return validate.Rejection("installation", f"{line}, another build: its header {differ[0]}{more} differs")
+    return validate.Rejection(RejectCode.INSTALLATION, f"{line}, another build: its header {differ[0]}{more} differs")
 
 
 class FlashInferModule(ForeignJitModule):

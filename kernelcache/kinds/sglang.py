@@ -18,6 +18,7 @@ from __future__ import annotations
 
 
 from .. import validate
+from ..events import RejectCode
 from ..manifest import Manifest
 from .tvm_ffi import ForeignJitModule
 
@@ -42,7 +43,7 @@ def version_refusal(m: Manifest) -> validate.Rejection | None:
     here = installed_version()
     if label == here:
         return None
-    return validate.Rejection("installation", f"built with SGLang {label}, installed SGLang is {here}")
+    return validate.Rejection(RejectCode.INSTALLATION, f"built with SGLang {label}, installed SGLang is {here}")
 
 
 class SglangModule(ForeignJitModule):

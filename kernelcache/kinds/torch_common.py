@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import validate
 from ..errors import BuildError
+from ..events import RejectCode
 from ..manifest import Manifest
 from ..spec import KernelSpec
 from .base import Kind
@@ -90,7 +91,7 @@ class TorchKind(Kind):
 
         ident = validate.read_identity(path)  # dlopen by ctypes: no Python code of the module runs
         if ident != m.identity:
-            return None, validate.Rejection("identity", f"identity {ident!r} != manifest's {m.identity!r} "
+            return None, validate.Rejection(RejectCode.IDENTITY, f"identity {ident!r} != manifest's {m.identity!r} "
                                                         "(binary of another build)")
         return self.load_checked(spec, m.surface or {}, path)
 

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import surface, validate
+from ..events import RejectCode
 from ..spec import KernelSpec
 from .torch_common import TorchKind
 
@@ -21,7 +22,7 @@ class TorchLibrary(TorchKind):
         torch.ops.load_library(str(path))
         missing = sorted(set(recorded.get("ops") or ()) - surface.op_names())
         if missing:
-            return None, validate.Rejection("surface", f"library did not register {missing}")
+            return None, validate.Rejection(RejectCode.SURFACE, f"library did not register {missing}")
         return str(path), None
 
     def surface(self, path: str, name: str) -> dict:

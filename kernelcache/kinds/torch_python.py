@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import surface, validate
+from ..events import RejectCode
 from ..spec import KernelSpec
 from .torch_common import TorchKind
 
@@ -20,7 +21,7 @@ class TorchPython(TorchKind):
         mod = surface.import_path(spec.name, str(path))
         diff = surface.difference(recorded, surface.of_module(mod))
         if diff:
-            return None, validate.Rejection("surface", f"exported surface differs from its build's: {diff}")
+            return None, validate.Rejection(RejectCode.SURFACE, f"exported surface differs from its build's: {diff}")
         return mod, None
 
     def surface(self, path: str, name: str) -> dict:

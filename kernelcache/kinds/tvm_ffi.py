@@ -8,6 +8,7 @@ from typing import Any
 from .. import plan as plan_mod
 from .. import validate
 from ..errors import BuildError
+from ..events import RejectCode
 from ..manifest import Manifest
 from ..settings import Settings
 from ..spec import KernelSpec
@@ -58,7 +59,7 @@ class TvmFfi(Kind):
             bind_now(path)
             mod = tvm_ffi.load_module(str(path))
         except Exception as e:  # noqa: BLE001 - any load failure is a rejection
-            return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
+            return None, validate.Rejection(RejectCode.DLOPEN, f"dlopen failed: {type(e).__name__}: {e}")
         rej, _ = validate.after_dlopen(spec, m, mod, path, m.identity)
         return (None, rej) if rej else (mod, None)
 
@@ -103,7 +104,7 @@ class ForeignJitModule(TvmFfi):
         try:
             mod = tvm_ffi.load_module(str(path))
         except Exception as e:  # noqa: BLE001 - any load failure is a rejection
-            return None, validate.Rejection("dlopen", f"dlopen failed: {type(e).__name__}: {e}")
+            return None, validate.Rejection(RejectCode.DLOPEN, f"dlopen failed: {type(e).__name__}: {e}")
         rej, _ = validate.after_dlopen(spec, m, mod, path, m.identity)
         return (None, rej) if rej else (mod, None)
 

@@ -31,7 +31,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable
 
 from . import _hook
-from .names import REGISTRY, parse
+from ..patch_names import REGISTRY, parse
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..settings import Settings

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import pytest
 
+from kernelcache.events import Status
 from kernelcache.settings import Settings
 
 from . import names
@@ -99,7 +100,7 @@ class Kernels:
             try:
                 specs.append(self.spec_for(n))
             except KernelUnavailable as e:
-                self.results[n] = _result(n, "failed", str(e), where)
+                self.results[n] = _result(n, Status.FAILED, str(e), where)
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None and specs and not self.worker_id:
             tr.write_line(f"kernelcache: warming {len(specs)} kernel(s) in the {where}: "
@@ -118,7 +119,7 @@ class Kernels:
         for r in loader.warm(specs, jobs=self.jobs, settings=self.settings):
             d = r.as_dict()
             d["where"] = where
-            if r.status == "failed" and r.error is not None:
+            if r.status == Status.FAILED and r.error is not None:
                 d["error_type"] = type(r.error).__name__
             self.results[r.name] = d
         self.warm_seconds += time.monotonic() - t0
@@ -148,7 +149,7 @@ class Kernels:
         try:
             gpu.target_archs(self.settings.cuda_arch)
         except ToolchainError as e:
-            self.results[spec.name] = _result(spec.name, "skipped", f"not built here: {e}", where)
+            self.results[spec.name] = _result(spec.name, Status.SKIPPED, f"not built here: {e}", where)
             return True
         return False
 
@@ -156,9 +157,9 @@ class Kernels:
     def check_available(self, name: str) -> None:
         """Skip/raise when a test's kernel cannot be used here (before the test runs)."""
         r = self.results.get(name)
-        if r is not None and r["status"] == "skipped":
+        if r is not None and r["status"] == Status.SKIPPED:
             pytest.skip(f"kernel {name!r} {r['reason']}")
-        if r is not None and r["status"] == "failed":
+        if r is not None and r["status"] == Status.FAILED:
             raise KernelUnavailable(f"kernel {name!r} is unavailable: {_brief(r['reason'])}")
         if r is None:
             self.spec_for(name)  # raises for unknown / broken specs
@@ -178,7 +179,7 @@ class Kernels:
         try:
             mod, res = loader.load_with_result(spec, settings=settings)
         except Exception as e:  # noqa: BLE001 - surfaces as a setup error naming the kernel
-            self.use(name, "failed")
+            self.use(name, Status.FAILED)
             raise KernelUnavailable(f"kernel {name!r} could not be loaded: {type(e).__name__}: {e}") from e
         self.use(name, res.status)
         if name not in self.results:  # loaded lazily (warm off): report it like a warm
@@ -202,7 +203,7 @@ def _brief(reason: str) -> str:
 
 
 def _result(name: str, status: str, reason: str, where: str) -> dict:
-    return {"name": name, "status": status, "seconds": 0.0, "reason": reason, "entry_id": "",
+    return {"name": name, "status": str(status), "seconds": 0.0, "reason": reason, "entry_id": "",
             "entry_path": "", "where": where}
 
 

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import pytest
 
+from kernelcache.events import Status
+
 from . import gating, outcomes, placement, report, xdist
 from .kernels import ITEM_KERNELS, ITEM_LOADED, KernelUnavailable, marker_kernels, static_kernel_names, will_skip
 from .options import PLUGIN_NAME
@@ -58,7 +60,7 @@ class SessionPlugin:
                 "kernelcache_kernels, kernelcache_specs or kernel markers)")
         st.kernels.warm(st.declared, "controller", build_only=True)
         results = st.kernels.results.values()
-        failed = sum(r["status"] == "failed" for r in results)
+        failed = sum(r["status"] == Status.FAILED for r in results)
         counts = Counter(r["status"] for r in results)
         self._build_only_end = (
             pytest.ExitCode.TESTS_FAILED if failed else pytest.ExitCode.OK,
@@ -191,7 +193,7 @@ class SessionPlugin:
         # (a CUDA kernel that only skipped GPU tests name does not fail a CPU run).
         needed = outcomes.needed_kernels(st.tests)
         for r in st.kernels.results.values():
-            if r["status"] == "failed" and (r["name"] in st.opt("kernels") or r["name"] in needed):
+            if r["status"] == Status.FAILED and (r["name"] in st.opt("kernels") or r["name"] in needed):
                 st.policy_failures.append(f"kernel {r['name']!r} failed: {report.first_line(r['reason'])}")
         if st.opt("require_gpu"):
             st.policy_failures += gating.require_gpu_failures(st.hw, st.tests.values())

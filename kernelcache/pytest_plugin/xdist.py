@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
+from kernelcache.events import Status
+
 from .options import PLUGIN_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from .state import SessionState
 
 # Which of two results for one kernel the merged report shows: the most telling one.
-_SEVERITY = {"failed": 5, "built": 4, "remote": 3, "hit": 2, "prebuilt": 1, "skipped": 0}
+_SEVERITY = {Status.FAILED: 5, Status.BUILT: 4, Status.REMOTE: 3, Status.HIT: 2, Status.PREBUILT: 1, Status.SKIPPED: 0}
 
 
 class XdistHooks:

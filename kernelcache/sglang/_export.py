@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..dropin import named_call
+from ..events import Status
 from . import _gate, _patch, _route
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +32,7 @@ def built(texts: list[str], s: "Settings") -> list[dict]:
     loaded: ``name``, ``status``, ``entry_path``, ``seconds`` (or ``reason`` for a failed name)."""
     why = _gate.version_refusal()
     if why:
-        return [{"name": t, "status": "failed", "reason": f"the route does not take it: {why}"} for t in texts]
+        return [{"name": t, "status": Status.FAILED, "reason": f"the route does not take it: {why}"} for t in texts]
     was, prior = _patch.is_installed(), _patch.ADAPTER.settings
     rows: list[dict] = []
     seen: set[str] = set()
@@ -44,12 +45,12 @@ def built(texts: list[str], s: "Settings") -> list[dict]:
                 before = _route.results()
                 fn(*args, **kwargs)
             except Exception as e:  # noqa: BLE001 - reported per name
-                rows.append({"name": text, "status": "failed", "reason": f"{type(e).__name__}: {e}"[:300],
+                rows.append({"name": text, "status": Status.FAILED, "reason": f"{type(e).__name__}: {e}"[:300],
                              "seconds": time.monotonic() - t0})
                 continue
             new = {k: v for k, v in _route.results().items() if before.get(k) != v and k not in seen}
             if not new:
-                rows.append({"name": text, "status": "failed", "seconds": time.monotonic() - t0,
+                rows.append({"name": text, "status": Status.FAILED, "seconds": time.monotonic() - t0,
                              "reason": "no load_jit call reached the route (already loaded in this process?)"})
             for name, (entry_path, status) in sorted(new.items()):
                 seen.add(name)

@@ -14,18 +14,19 @@ from typing import Any
 
 from .. import bounded, deprecord
 from ..errors import KernelCacheError
+from ..events import Place
 from ..layout import DEPSTAT, USED
 from ..manifest import FILENAME as MANIFEST, Manifest, read as read_manifest
 
 
 
 class Entry:
-    """An entry directory. ``origin``: local | prebuilt | fetched. A plain class (every load
+    """An entry directory. ``origin``: the place it is in (local | prebuilt | fetched). A plain class (every load
     builds one): the manifest is parsed only when asked for, the hit record read only once."""
 
     __slots__ = ("path", "origin", "_manifest", "_head", "_record")
 
-    def __init__(self, path: Path, manifest: Manifest | None = None, origin: str = "local",
+    def __init__(self, path: Path, manifest: Manifest | None = None, origin: Place = Place.LOCAL,
                  record: "deprecord.HitRecord | None" = None, head: Manifest | None = None) -> None:
         self.path = path
         self.origin = origin
@@ -34,7 +35,7 @@ class Entry:
         self._head = head
 
     @classmethod
-    def open(cls, path: Path, origin: str = "local") -> "Entry | None":
+    def open(cls, path: Path, origin: Place = Place.LOCAL) -> "Entry | None":
         """The entry at ``path`` if it is whole (a bound hit record, or a parseable manifest)."""
         rec = deprecord.load(path, MANIFEST)
         if rec is not None:
@@ -49,7 +50,7 @@ class Entry:
         return entry
 
     def __repr__(self) -> str:
-        return f"Entry({str(self.path)!r}, origin={self.origin!r})"
+        return f"Entry({str(self.path)!r}, origin={str(self.origin)!r})"
 
     # -- what is recorded ----------------------------------------------------------------------
     @property
@@ -107,7 +108,7 @@ class Entry:
 
     @property
     def read_only(self) -> bool:
-        return self.origin == "prebuilt"
+        return self.origin is Place.PREBUILT
 
     # -- re-validated stats --------------------------------------------------------------------
     def _legacy_stat_cache(self) -> dict:

@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 from .. import dir_trust
 from .. import manifest as manifest_mod
 from ..errors import CacheRemovedError, RemovalError
+from ..events import Place
 from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
 from ..records import FrozenRecord
 from ..settings import Settings
@@ -67,7 +68,7 @@ class LocalStore:
         A generator: the caller stops at the first valid one, so 300 sibling entries (header
         versions accumulated over months) cost one manifest parse, not 300.
         """
-        yield from _iter_dir(self.key_dir(name, key1), "local")
+        yield from _iter_dir(self.key_dir(name, key1), Place.LOCAL)
 
     def published_since(self, name: str, key1: str) -> Callable[[], bool]:
         """A test, cheap enough to poll (one directory listing), of whether an entry was published
@@ -78,7 +79,7 @@ class LocalStore:
 
     def fetched(self, name: str, skey: str) -> Iterator[Entry]:
         """Fleet entries fetched earlier, checked like prebuilt ones (the builder was another host)."""
-        yield from _iter_dir(self.fetched_dir(name, skey), "fetched")
+        yield from _iter_dir(self.fetched_dir(name, skey), Place.FETCHED)
 
     def remember_hit(self, entry: Entry) -> None:
         """Make this entry the first candidate next time (written only when it changes)."""
@@ -106,7 +107,7 @@ class LocalStore:
         for info in self.infos(name):
             m = manifest_mod.read(info.path)
             if m is not None:
-                out.append(Entry(info.path, m, "local" if info.area == BUILT else "fetched"))
+                out.append(Entry(info.path, m, Place.LOCAL if info.area == BUILT else Place.FETCHED))
         return out
 
     def infos(self, name: str | None = None) -> list[EntryInfo]:
@@ -310,7 +311,7 @@ def _subdirs(d: Path) -> list[Path]:
         return []
 
 
-def _iter_dir(kd: Path, origin: str) -> Iterator[Entry]:
+def _iter_dir(kd: Path, origin: Place) -> Iterator[Entry]:
     first = None
     try:
         first = (kd / RECENT).read_text().strip()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelcache.events import Status
+from kernelcache.events import RejectCode, Status
 from kernelcache.loader import WarmResult
 from kernelcache.settings import RemoteSettings, Settings
 from kernelcache.storage.local import EntryInfo
@@ -39,26 +39,27 @@ def test_type_checker_refuses_a_misspelt_or_mistyped_field(tmp_path):
     out = _mypy(tmp_path, """
         from pathlib import Path
         from kernelcache.settings import Settings
+        from kernelcache.events import RejectCode
         from kernelcache.validate import Rejection
 
         Settings(cache_dir=Path("c"), lock_dir=Path("l"), no_bulid=True)
         Settings(cache_dir=Path("c"), lock_dir=Path("l"), lock_timeout="soon")
-        Rejection("deps")
+        Rejection(RejectCode.DEPS)
         ok = Settings(cache_dir=Path("c"), lock_dir=Path("l"), no_build=True)
         same: Settings = ok.replace(rebuild=True)
     """)
     lines = out.splitlines()
-    assert any(":6:" in ln and "no_bulid" in ln for ln in lines), out
-    assert any(":7:" in ln and "lock_timeout" in ln for ln in lines), out
-    assert any(":8:" in ln and "detail" in ln for ln in lines), out
-    assert not [ln for ln in lines if ":9:" in ln or ":10:" in ln], out
+    assert any(":7:" in ln and "no_bulid" in ln for ln in lines), out
+    assert any(":8:" in ln and "lock_timeout" in ln for ln in lines), out
+    assert any(":9:" in ln and "detail" in ln for ln in lines), out
+    assert not [ln for ln in lines if ":10:" in ln or ":11:" in ln], out
 
 
 def test_run_time_refuses_unknown_and_missing_fields(tmp_path):
     with pytest.raises(TypeError, match="no_bulid"):
         Settings(cache_dir=tmp_path, lock_dir=tmp_path, no_bulid=True)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="detail"):
-        Rejection("deps")  # type: ignore[call-arg]
+        Rejection(RejectCode.DEPS)  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword"):
         Settings(cache_dir=tmp_path, lock_dir=tmp_path).replace(no_bulid=True)
 
@@ -66,11 +67,11 @@ def test_run_time_refuses_unknown_and_missing_fields(tmp_path):
 def test_fields_defaults_order_and_match(tmp_path):
     assert Settings._FIELDS[:4] == ("cache_dir", "lock_dir", "lock_timeout", "no_build")
     assert Settings.__match_args__ == Settings._FIELDS
-    r = Rejection("deps", "header changed")
+    r = Rejection(RejectCode.DEPS, "header changed")
     assert r.mismatches is None and str(r) == "header changed"
     match r:
         case Rejection(code, detail):
-            assert (code, detail) == ("deps", "header changed")
+            assert (code, detail) == (RejectCode.DEPS, "header changed")
     w = WarmResult("k", Status.HIT, 0.5)
     assert (w.reason, w.entry_id, w.error) == ("", "", None)
     assert repr(TvmFfiPaths("p", "i", "l", "1")) == "TvmFfiPaths(package_dir='p', include_dir='i', lib_path='l', version='1')"
@@ -92,7 +93,7 @@ def test_records_cross_a_process_by_pickle(tmp_path):
     """What xdist and worker processes exchange: the same record on the other side."""
     s = Settings(cache_dir=tmp_path / "c", lock_dir=tmp_path / "l", no_build=True,
                  remote=RemoteSettings(url="file:///srv/kc", mode="readwrite"))
-    sent = [s, Rejection("deps", "x", {"f": ("a", None)}), WarmResult("k", Status.BUILT, 1.0, "miss")]
+    sent = [s, Rejection(RejectCode.DEPS, "x", {"f": ("a", None)}), WarmResult("k", Status.BUILT, 1.0, "miss")]
     blob = tmp_path / "r.pkl"
     blob.write_bytes(pickle.dumps(sent))
     code = ("import pickle, sys; r = pickle.load(open(sys.argv[1], 'rb')); "

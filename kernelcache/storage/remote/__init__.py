@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
 __all__ = ["open_remote", "RemoteCache", "RemoteRef", "RemoteEntry", "Lease", "LeaseInfo", "RemoteError",
            "RemoteUnavailable", "RemoteMissing", "RemoteCorrupt", "RemoteRefused", "RemoteReadOnly",
-           "RemoteDownWarning", "reset_down_state"]
+           "RemoteDownWarning"]
 
 _LAZY = {"RemoteCache": "client", "RemoteRef": "refs", "RemoteEntry": "refs", "RemoteDownWarning": "client",
-         "reset_down_state": "client", "Lease": "lease", "LeaseInfo": "lease"}
+         "Lease": "lease", "LeaseInfo": "lease"}
 
 
 def __getattr__(name: str) -> Any:

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
 from ... import bounded, interrupt, process_state
-from . import lease as lease_mod
-from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
+from ...events import Upload
+from . import blobs, lease as lease_mod
+from .backend import ObjectInfo, RemoteCorrupt, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
 from .refs import (ENTRIES, ENTRY_RE, FILE_RE, FORMAT, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids, entry_key,
                    file_digest)
@@ -259,13 +260,13 @@ class RemoteCache:
             raise RemoteCorrupt(f"{where}: sha256 {h.hexdigest()[:16]}… does not match its name")
 
     # -- writing -----------------------------------------------------------------------------
-    def publish(self, name: str, skey: str, entry_id: str, manifest: dict, files: dict[str, Path]) -> str:
+    def publish(self, name: str, skey: str, entry_id: str, manifest: dict, files: dict[str, Path]) -> Upload:
         """Upload missing blobs, then create the envelope (the commit point).
 
-        Returns ``"uploaded"`` (our envelope is the entry), ``"exists"`` (an intact entry was
-        there: nothing written), ``"repaired"`` (it was there, a damaged or missing blob of it was
+        Returns ``UPLOADED`` (our envelope is the entry), ``EXISTS`` (an intact entry was
+        there: nothing written), ``REPAIRED`` (it was there, a damaged or missing blob of it was
         re-uploaded from our bytes: content-addressed, so never different bytes) or
-        ``"replaced"`` (its envelope was unreadable or named blobs we do not hold and that are
+        ``REPLACED`` (its envelope was unreadable or named blobs we do not hold and that are
         gone or damaged: that broken envelope was swapped for ours). An intact entry is never
         overwritten.
         """
@@ -281,15 +282,15 @@ class RemoteCache:
         digests = {fname: file_digest(Path(p)) for fname, p in files.items()}
         ours = {sha: Path(files[fname]) for fname, (sha, _) in digests.items()}
         if self.store.head(key) is not None:
-            status = self.heal(key, ours)
-            if status != "broken":
+            status = blobs.heal(self.store, key, ours)
+            if status is not None:
                 return status
             self.store.delete(key)  # unreadable, or names blobs nobody here can restore
             replaced = True
         else:
             replaced = False
         for fname, (sha, size) in sorted(digests.items()):
-            self._ensure_blob(sha, size, ours[sha])
+            blobs.ensure_blob(self.store, sha, size, ours[sha])
         env = {"format": FORMAT, "name": name, "skey": skey, "entry_id": entry_id,
                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
                "files": {f: {"sha256": s, "size": n} for f, (s, n) in sorted(digests.items())},
@@ -297,53 +298,8 @@ class RemoteCache:
         if self.signer is not None:
             env = self.signer.sign(env)
         won = self.store.put_if_absent(key, json.dumps(env, sort_keys=True, separators=(",", ":")).encode())
-        return ("replaced" if replaced else "uploaded") if won else "exists"
+        return (Upload.REPLACED if replaced else Upload.UPLOADED) if won else Upload.EXISTS
 
-    def heal(self, key: str, ours: dict[str, Path]) -> str:
-        """Check an existing entry's blobs (size and sha256) and re-upload a damaged or missing
-        one from ``ours`` (sha256 -> local file with those bytes).
-
-        ``"exists"``: intact; ``"repaired"``: every damaged blob re-uploaded; ``"broken"``: the
-        envelope is unreadable or names a bad blob whose bytes we do not hold.
-        """
-        try:
-            env = bounded.loads(self.store.get(key), key)
-            recorded = {str(m["sha256"]): int(m["size"]) for m in env["files"].values()}
-        except (RemoteMissing, RemoteCorrupt):
-            return "broken"
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return "broken"
-        if not recorded or not all(SHA_RE.match(sha) for sha in recorded):
-            return "broken"
-        repaired = False
-        for sha, size in sorted(recorded.items()):
-            if self.blob_state(sha, size) == "ok":
-                continue
-            if sha not in ours:
-                return "broken"
-            self.store.put_file(blob_key(sha), ours[sha], replace=True)
-            repaired = True
-        return "repaired" if repaired else "exists"
-
-    def blob_state(self, sha: str, size: int) -> str:
-        """``"ok"``, ``"missing"`` or ``"damaged"`` (size or sha256 differ): one HEAD, and a full
-        read only when the size matches."""
-        info = self.store.head(blob_key(sha))
-        if info is None:
-            return "missing"
-        if info.size != size:
-            return "damaged"
-        try:
-            return "ok" if self.hash_blob(sha) == (sha, size) else "damaged"
-        except RemoteMissing:
-            return "missing"
-
-    def _ensure_blob(self, sha: str, size: int, path: Path) -> None:
-        state = self.blob_state(sha, size)
-        if state != "ok":
-            self.store.put_file(blob_key(sha), path, replace=state == "damaged")
-
-    # -- single flight -----------------------------------------------------------------------
     def acquire_lease(self, name: str, skey: str, ttl: float | None = None) -> Lease | LeaseInfo:
         """Take the compile lease (a Lease; release it) or get its live holder (a LeaseInfo)."""
         self.need_writable("acquire_lease")
@@ -397,12 +353,3 @@ class RemoteCache:
                 return []
             interrupt.sleep(max(0.05, min(delay, remaining, holder.expires - time.time())))
             delay = 0.2 if waited < 10 else min(delay * 1.5, 0.5 if waited < 30 else 2.0)
-
-    # -- maintenance helpers (ops.py) --------------------------------------------------------
-    def hash_blob(self, sha: str) -> tuple[str, int]:
-        """(sha256, size) of what the remote holds under blobs/<sha>."""
-        h, n = hashlib.sha256(), 0
-        for chunk in self.store.stream(blob_key(sha)):
-            h.update(chunk)
-            n += len(chunk)
-        return h.hexdigest(), n

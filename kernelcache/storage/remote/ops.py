@@ -16,6 +16,7 @@ from typing import Any, Callable
 from ... import bounded
 from ...errors import KernelCacheError
 from .backend import RemoteCorrupt, RemoteError, RemoteMissing, RemoteRefused, RemoteUnavailable
+from .blobs import hash_blob, heal
 from .client import RemoteCache
 from .refs import BLOBS, ENTRIES, LEASES, SHA_RE, blob_key
 from .filestore import FileBackend
@@ -50,7 +51,7 @@ def remote_verify(rc: RemoteCache) -> list[dict]:
                 hashed[sha] = "remote_missing"
             else:
                 try:
-                    hashed[sha] = rc.hash_blob(sha)
+                    hashed[sha] = hash_blob(rc.store, sha)
                 except RemoteMissing:
                     hashed[sha] = "remote_missing"
         return hashed[sha]
@@ -179,8 +180,8 @@ def remote_fix(rc: RemoteCache, rows: list[dict], ours: dict[str, Path]) -> list
             out.append({"key": row["key"], "action": "left", "detail": f"{row['reason']}: not a damage kind --fix "
                                                                      "repairs"})
             continue
-        status = rc.heal(row["key"], ours)
-        if status == "broken":
+        status = heal(rc.store, row["key"], ours)
+        if status is None:
             rc.store.delete(row["key"])
             out.append({"key": row["key"], "action": "deleted", "detail": "its damaged blob is held by no local "
                                                                         "entry here; the next build re-publishes it"})

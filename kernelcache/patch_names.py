@@ -1,7 +1,8 @@
 """The patch registry: which drop-ins exist, what each patches, and how their names are spelled.
 
-A leaf (imports nothing of kernelcache), so ``settings`` can parse ``KERNELCACHE_PATCH`` with it
-and the switch (:mod:`kernelcache.patch`) can arm with it, neither importing the other.
+A leaf (imports nothing of kernelcache), and not inside :mod:`kernelcache.patch`: importing a
+module of that package runs its ``__init__`` (the switch and the import hook), and ``settings``,
+which parses ``KERNELCACHE_PATCH`` with this registry, sits below the switch.
 """
 from __future__ import annotations
 
