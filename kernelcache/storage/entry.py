@@ -108,7 +108,7 @@ class Entry:
 
     @property
     def read_only(self) -> bool:
-        return self.origin is Place.PREBUILT
+        return self.origin == Place.PREBUILT
 
     # -- re-validated stats --------------------------------------------------------------------
     def _legacy_stat_cache(self) -> dict:

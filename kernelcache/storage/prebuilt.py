@@ -20,6 +20,7 @@ from .. import dir_trust
 from .. import manifest as manifest_mod
 from .. import process_state
 from .. import toolchain
+from ..events import Place
 from ..layout import Layout
 from ..recall import distributions_stamp
 from ..settings import Settings
@@ -115,4 +116,4 @@ def candidates(name: str, settings: Settings) -> Iterator[Entry]:
             for ed in eds:
                 m = manifest_mod.read(Path(ed.path))
                 if m is not None:
-                    yield Entry(Path(ed.path), m, "prebuilt")
+                    yield Entry(Path(ed.path), m, Place.PREBUILT)
