@@ -84,15 +84,14 @@ def level1(plan: BuildPlan, settings: Settings, sources: dict[str, str] | None =
         "commands": cmds,
         "tools": tools,
         "arch": list(plan.archs),
-        "abi": {
-            "tvm_ffi_version": tvm.version,
-            "libtvm_ffi_sha256": toolchain.file_identity(tvm.lib_path, settings.memo_dir)["sha256"],
-        },
         "env": {**toolchain.env_inputs(), **({"KERNELCACHE_CACHE_BUSTER": settings.cache_buster}
                                              if settings.cache_buster else {})},
         "functions": dict(plan.spec.schemas),
         **extra_inputs(plan.spec, plan.kind_inputs),
     }
+    if plan.links_tvm_ffi:  # a kind that never links tvm-ffi (torch extensions) is not re-keyed by its bump
+        inputs["abi"] = {"tvm_ffi_version": tvm.version,
+                         "libtvm_ffi_sha256": toolchain.file_identity(tvm.lib_path, settings.memo_dir)["sha256"]}
     nat = native.key_inputs(plan.cxx, (plan.spec.cflags, plan.spec.cuda_cflags), settings.memo_dir)
     if nat is not None:  # what -march=native expands to here, and the CPU features it needs
         inputs["native"] = nat

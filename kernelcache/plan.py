@@ -69,7 +69,8 @@ class BuildPlan:
     """Everything a build of one spec runs: steps, tools, flags (a plain class: see SourceStep)."""
 
     __slots__ = ("spec", "sources", "cxx", "nvcc", "cxx_flags", "cuda_flags", "ld_flags", "_include_dirs",
-                 "archs", "tools", "cc", "c_flags", "so_name", "shared", "kind_inputs", "schema_header")
+                 "archs", "tools", "cc", "c_flags", "so_name", "shared", "kind_inputs", "schema_header",
+                 "links_tvm_ffi")
 
     def __init__(self, spec: KernelSpec, sources: list[SourceStep], cxx: str, nvcc: str | None,
                  cxx_flags: list[str], cuda_flags: list[str], ld_flags: list[str],
@@ -88,6 +89,7 @@ class BuildPlan:
         self.shared = shared  # linked -shared (the kind's fact)
         self.kind_inputs = {} if kind_inputs is None else kind_inputs  # what the kind adds to the keys
         self.schema_header = schema_header  # pre-included into exporting C++/CUDA sources (tvm-ffi plans)
+        self.links_tvm_ffi = True  # the kind's fact (Kind.checks.tvm_ffi): tvm-ffi's identity is in its key
 
     @property
     def include_dirs(self) -> list[str]:

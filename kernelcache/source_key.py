@@ -32,11 +32,12 @@ CODE_ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS
 
 def source_inputs(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, settings: Settings,
                   kind_inputs: Mapping[str, str], verbatim_flags: bool, hashes: dict[str, str] | None = None,
-                  native_cpu: list[str] | None = None) -> dict:
+                  native_cpu: list[str] | None = None, links_tvm_ffi: bool = True) -> dict:
     """What the source key hashes, in clear (see :func:`source_key`).
 
     ``native_cpu``: the CPU features to name for a ``-march=native`` spec instead of this CPU's
-    (an entry built on another CPU whose features this CPU was checked to have)."""
+    (an entry built on another CPU whose features this CPU was checked to have).
+    ``links_tvm_ffi``: the kind's fact; only then is tvm-ffi's ABI an input."""
     def where(d: str) -> str:
         p = str(spec.abspath(d))
         root = str(spec.root)
@@ -52,6 +53,8 @@ def source_inputs(spec: KernelSpec, archs: tuple[str, ...], tvm_version: str, se
         "arch": list(archs) if spec.is_cuda else [], "tvm_ffi_abi": tvm_abi(tvm_version),
         "functions": dict(spec.schemas), "buster": settings.cache_buster,
     }
+    if not links_tvm_ffi:
+        del data["tvm_ffi_abi"]
     env = {k: v for k, v in toolchain.env_inputs().items() if k in CODE_ENV}
     if env:  # (absent when unset: keys of hosts that set none are unchanged)
         data["env"] = env

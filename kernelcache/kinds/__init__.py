@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 
 def make_plan(spec: "KernelSpec", settings: "Settings") -> "BuildPlan":
     """The exact compile/link plan of ``spec`` on this machine (ToolchainError when a tool is missing)."""
-    return of(spec.kind).plan(spec, settings)
+    kind = of(spec.kind)
+    plan = kind.plan(spec, settings)
+    plan.links_tvm_ffi = kind.checks.tvm_ffi  # what the level-1 key takes of tvm-ffi
+    return plan
 
 
 def source_key(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings",
@@ -49,7 +52,7 @@ def source_inputs(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, 
 
     kind = of(spec.kind)
     return _source_inputs(spec, archs, tvm_version, settings, kind.key_inputs(), kind.verbatim_flags, hashes,
-                          native_cpu)
+                          native_cpu, links_tvm_ffi=kind.checks.tvm_ffi)
 
 
 def label(name: str) -> str:

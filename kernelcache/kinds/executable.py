@@ -19,6 +19,7 @@ class Executable(Kind):
     shared = False
     in_process = False  # its path is handed out, never dlopen'ed here
     recall_load = "path"
+    checks = validate.BinaryChecks(tvm_ffi=False)  # links no tvm-ffi (a tvm-ffi bump changes nothing)
 
     def so_name(self, spec_name: str) -> str:
         return spec_name

@@ -66,6 +66,8 @@ class TorchKind(Kind):
     """A binary that links libtorch, checked by its exported surface."""
 
     light_surface = False  # a light child first (``surface.light_main``)
+    # links libtorch, never tvm-ffi: tvm-ffi's version is no part of its keys or admission
+    checks = validate.BinaryChecks(tvm_ffi=False)
 
     def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
         """Load the binary in a subprocess; record what it exports: the light child when this
