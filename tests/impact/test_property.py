@@ -29,6 +29,7 @@ import pytest
 
 from kernelcache.impact.api import affected
 
+from .env_project import ENV_TESTS, Environment, env_files
 from .gen_project import ALL, UNDECLARED_FILES, UNDECLARED_TESTS, Project, git
 from .submodule_project import SUB, SUB_FILES, SUB_TESTS, TAGS, checkout, make_project, reset_hard
 
@@ -207,27 +208,30 @@ def covered(n: str, res: dict, recorded: set[str] = frozenset()) -> bool:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote):
+def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatch):
     rng = random.Random(seed)
-    proj = make_project(tmp_path, zygote, FILES)
+    env = Environment(tmp_path)  # a header wheel upgraded now and then: the environment is an input
+    monkeypatch.syspath_prepend(str(env.site))  # selection runs where the tests run (they import from it)
+    proj = make_project(tmp_path, zygote, {**FILES, **env_files(env.site)})
     warm = proj.pytest()  # the map is recorded on a warm cache: kd's load in its test is recalled
     assert warm.rc == 0, warm.out
     first = proj.record()
-    assert first.rc == 0 and set(first.summary) == ALL | SUB_TESTS | UNDECLARED_TESTS, first.out
+    assert first.rc == 0 and set(first.summary) == ALL | SUB_TESTS | UNDECLARED_TESTS | ENV_TESTS, first.out
     ed = Editor(proj, rng, proj.head())
     base_out = first.summary
     cache = tmp_path / "import-facts.json"
     stats = {"edits": 0, "changed": 0, "everything": 0, "deselected": 0, "plugin_checked": 0, "session_broken": 0,
-             "submodule": 0, "crashed": 0, "undeclared": 0}
+             "submodule": 0, "crashed": 0, "undeclared": 0, "environment": 0}
     for i in range(EDITS_PER_SEED):
         base = proj.head()
-        what = ed.apply()
+        what = env.upgrade(rng) if rng.random() < 0.06 else ed.apply()
         if rng.random() < 0.5:
             proj.commit(what)
         res = affected(proj.path, base, proj.map, graph_cache=cache)
         stats["edits"] += 1
         stats["submodule"] += SUB in what
         stats["undeclared"] += "kern_d" in what or "test_d" in what
+        stats["environment"] += what.startswith("environment:")
         if res["everything"]:
             stats["everything"] += 1
             reset_hard(proj, base)  # everything covers any change: back to base
