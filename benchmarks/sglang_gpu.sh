@@ -20,6 +20,8 @@ setup)
   tar xzf "$B/kc-src.tar.gz" -C "$W/src"
   for t in sglang-slim flashinfer-slim cutlass; do tar xJf "$B/$t.tar.xz" -C "$W/site"; done
   python3 -m pip install -q --no-index --no-deps .device/wheels/apache_tvm_ffi-*.whl
+  # the KERNELCACHE_PATCH hook (what an installed kernelcache ships) for the benchmark's children
+  cp "$W/src/kernelcache/patch/kernelcache-patch.pth" "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
   # only what the machine lacks (an unpinned name an installed version satisfies is skipped)
   python3 -m pip install -q --no-index --find-links "$B/deps" orjson psutil pybase64 pillow starlette \
     msgspec pyzmq ipython aiohttp nvidia-ml-py einops tqdm tabulate packaging requests pydantic

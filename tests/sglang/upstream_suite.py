@@ -49,15 +49,15 @@ except Exception as e:  # torchvision & co: not what these tests exercise
 '''
 
 
-def _outcomes(junit: Path) -> dict[str, str]:
+def _outcomes(junit: Path, copy: str) -> dict[str, str]:
     out = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         state = "passed"
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
                 state = child.tag
-        module_and_class = ".".join((case.get("classname") or "").split(".")[-2:])  # not the copy's dir
-        out[f"{module_and_class}::{case.get('name')}"] = state
+        classname = case.get("classname") or ""  # module[.Class], after the copy's directory
+        out[f"{classname.removeprefix(copy + '.')}::{case.get('name')}"] = state
     return out
 
 
@@ -76,7 +76,7 @@ def run(tests: Path, mode: str, work: Path, kc: Path | None = None) -> tuple[dic
     tail = (p.stdout + p.stderr)[-3000:]
     if not junit.exists():
         raise SystemExit(f"{mode}: pytest wrote no report (exit {p.returncode}):\n{tail}")
-    return _outcomes(junit), kc, sg, tail
+    return _outcomes(junit, copy.name), kc, sg, tail
 
 
 def _builds(log: Path) -> int:
