@@ -29,6 +29,7 @@ class Installed:
             for name, _v, d in env._dist_dirs(root):
                 self.dirs.setdefault(name, d)
         self._requires: dict[str, set[str]] | None = None
+        self._tops: dict[str, set[str]] = {}
 
     def _read(self, name: str, fname: str) -> bytes:
         d = self.dirs.get(name)
@@ -70,6 +71,12 @@ class Installed:
 
     def top_modules(self, name: str) -> set[str]:
         """Importable top-level names a distribution installs (top_level.txt, else its RECORD)."""
+        got = self._tops.get(name)
+        if got is None:
+            got = self._tops[name] = self._top_modules(name)
+        return got
+
+    def _top_modules(self, name: str) -> set[str]:
         top = self._read(name, "top_level.txt").decode(errors="replace").split()
         if top:
             return set(top)
