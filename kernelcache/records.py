@@ -34,7 +34,7 @@ class FrozenRecord:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        own = [n for n, t in cls.__dict__.get("__annotations__", {}).items()
+        own = [n for n, t in cls.__annotations__.items()  # this class's own (3.10+; lazily built in 3.14)
                if not (str(t).startswith(("ClassVar", "typing.ClassVar")) or n.startswith("__"))]
         fields = [*cls._FIELDS, *(n for n in own if n not in cls._FIELDS)]
         defaults = dict(cls._DEFAULTS)
