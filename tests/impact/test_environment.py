@@ -136,3 +136,31 @@ def test_a_distribution_no_module_imports_runs_everything(upgraded, tmp_path):
     run = proj.affected("HEAD", "--collect-only")
     assert "zzpkg not installed -> 1: cannot tell which tests it affects" in (run.selection["everything"] or ""), \
         run.out
+
+
+def test_another_compiler_selects_every_kernels_tests(tmp_path: Path, zygote):
+    """CXX names a compiler whose identity moves between recording and selection (a wrapper
+    whose banner says another release): the kernels' keys change, so do their tests' selection."""
+    from .gen_project import ALL
+    from .gen_project import make_project as make_gen
+
+    wrapper = tmp_path / "bin" / "g++"
+    wrapper.parent.mkdir()
+
+    def release(n: int) -> None:
+        wrapper.write_text(f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo "wrapped g++ {n}.0"; exit 0; fi\n'
+                           'exec g++ "$@"\n')
+        wrapper.chmod(0o755)
+    release(1)
+    proj = make_gen(tmp_path, zygote)
+    base_env = proj.env
+    proj.env = lambda: {**base_env(), "CXX": str(wrapper)}  # type: ignore[method-assign]
+    run = proj.record()
+    assert run.rc == 0 and set(run.summary) == ALL, run.out
+    assert json.loads(proj.map.read_text())["kernels"]["ka"]["env"]["tool:cxx"]["version"] == "wrapped g++ 1.0"
+    release(2)
+    sel = proj.affected("HEAD", "--collect-only").selection
+    assert sel["everything"] is None
+    kernel_tests = {n for n in ALL if n.split("::")[0] in ("tests/test_a.py", "tests/test_b.py", "tests/test_c.py")}
+    assert set(sel["selected"]) == kernel_tests, sel["selected"]
+    assert sel["selected"]["tests/test_a.py::test_a"] == "uses ka, whose environment moved: cxx wrapped g++ 1.0 -> wrapped g++ 2.0"
