@@ -65,12 +65,14 @@ def enforce(spec: KernelSpec, s: Settings) -> None:
 
 
 def locked_specs(path: str | os.PathLike[str], s: Settings) -> list[KernelSpec]:
-    """The KernelSpecs the lock at ``path`` names, rebuilt on this host from their blocks."""
-    from .paths import Anchors, spec_from_data
+    """The KernelSpecs the lock at ``path`` names, rebuilt on this host from their blocks (a
+    shipped kernel from its reference, any other from the spec the block carries)."""
+    from .check import spec_of
+    from .paths import Anchors
 
     lock = lock_of(path)
     a = Anchors(path, s.cache_dir)
-    return [spec_from_data(k.rebuild["spec"], a) for _, k in sorted(lock.kernels.items())]
+    return [spec_of(k, a, s) for _, k in sorted(lock.kernels.items())]
 
 
 def preload(path: str | os.PathLike[str], settings: Settings | None = None, jobs: int | None = None
