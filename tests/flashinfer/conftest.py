@@ -130,12 +130,15 @@ def fi(tmp_path_factory: pytest.TempPathFactory) -> FiEnv:
 class Toolkits:
     """The CUDA toolkit again at other paths (copies with their sizes and mtimes: the same bytes
     at another real path, other inodes, as on a host whose toolkit was installed elsewhere);
-    ``other`` has one header the module reads with other bytes (its mtime kept)."""
+    ``other`` has one header the module reads with other bytes (its mtime kept), and CUDA 13's
+    layout whatever this machine's: headers under ``targets/x86_64-linux/include``, ``include`` a
+    link to it (the H100 machine's toolkit; this one's is the other way round)."""
 
     real: Path
     same: Path
     other: Path
-    changed: str  # the header of ``other`` that differs, relative to the toolkit
+    changed: str  # the header of ``other`` that differs, relative to it, where it really lies
+    real_header: str  # the same header in the real toolkit, relative to it, where it really lies
     real_stats: dict  # (size, mtime_ns, ctime_ns, inode) of real files before the copies were made
 
 
@@ -150,19 +153,40 @@ def _farm(src: Path, dst: Path) -> None:
 def toolkits(fi: FiEnv) -> Toolkits:
     real = Path(os.path.realpath("/usr/local/cuda"))
     base = fi.tmp / "toolkits"
-    # where the header really lies in the toolkit: a toolkit whose include/ is a link to
+    # where the header really lies in a toolkit: one whose include/ is a link to
     # targets/<arch>-linux/include (CUDA 13.0 on the H100 machine) records it there
-    changed = os.path.relpath(os.path.realpath(real / "include" / "cuda_runtime_api.h"), real)
-    real_stats = {rel: _stat(real / rel) for rel in ("bin/nvcc", changed, "include/cuda.h")}
+    header = "include/cuda_runtime_api.h"
+    real_header = os.path.relpath(os.path.realpath(real / header), real)
+    real_stats = {rel: _stat(real / rel) for rel in ("bin/nvcc", real_header, "include/cuda.h")}
     same, other = base / "host-b" / "cuda", base / "host-c" / "cuda"
     _farm(real, same)
     _farm(real, other)
+    _targets_layout(other)
+    changed = os.path.relpath(os.path.realpath(other / header), other)
+    assert changed == f"targets/{_TARGET}/{header}", changed
     f = other / changed
     st = f.stat()
     data = f.read_bytes()
     f.write_bytes(data.replace(b"#define", b"#define ", 1))
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
-    return Toolkits(real=real, same=same, other=other, changed=changed, real_stats=real_stats)
+    return Toolkits(real=real, same=same, other=other, changed=changed, real_header=real_header,
+                    real_stats=real_stats)
+
+
+_TARGET = "x86_64-linux"
+
+
+def _targets_layout(tk: Path) -> None:
+    """CUDA 13's layout: the headers in ``targets/<arch>/include``, ``include`` a link to it (a
+    toolkit already so is left as it is)."""
+    inc, tgt = tk / "include", tk / "targets" / _TARGET / "include"
+    if inc.is_symlink():
+        return
+    if tgt.is_symlink():
+        tgt.unlink()
+    tgt.parent.mkdir(parents=True, exist_ok=True)
+    inc.rename(tgt)
+    inc.symlink_to(Path("targets") / _TARGET / "include")
 
 
 def _stat(p: Path) -> tuple[int, int, int, int]:

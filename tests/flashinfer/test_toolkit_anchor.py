@@ -1,7 +1,8 @@
 """Hosts whose CUDA toolkit sits at another path share FlashInfer entries; other bytes do not.
 
 The toolkit is copied again under the session's tmp (``conftest.toolkits``: the same bytes,
-sizes and mtimes at another real path), once as is and once with one header the module reads changed.
+sizes and mtimes at another real path), once as is and once with one header the module reads changed
+(that copy in CUDA 13's layout: headers under ``targets/x86_64-linux/include``).
 A process given that toolkit (``CUDA_HOME``, no CUDA directory on ``PATH``) is another host with
 the same fleet store or the same cache directory (a shared cache). The fleet test pushes the real
 toolkit's entry alone (the local test builds one against the changed toolkit, in any order).
@@ -69,7 +70,7 @@ def test_a_toolkit_elsewhere_with_the_same_bytes_shares_the_entry_and_other_byte
     lines = json.dumps(m["inputs"]["commands"])
     assert str(toolkits.real) not in lines and "${CUDA}/include" in lines and "${PYINC}" in lines, lines
     assert m["inputs"]["tools"]["nvcc"]["path"] == "${CUDA}/bin/nvcc"
-    assert any(d["path"] == "${CUDA}/" + toolkits.changed for d in m["deps"])
+    assert any(d["path"] == "${CUDA}/" + toolkits.real_header for d in m["deps"])
     before = fi.links()
     path = without_cuda_on_path(fi.env(fi.tmp))
     same = fi.probe(fi.tmp / "ws-tk-same", CUDA_HOME=str(toolkits.same), PATH=path)
@@ -78,6 +79,11 @@ def test_a_toolkit_elsewhere_with_the_same_bytes_shares_the_entry_and_other_byte
     other = fi.probe(fi.tmp / "ws-tk-other", CUDA_HOME=str(toolkits.other), PATH=path)
     assert fi.links() == before + 1, f"{toolkits.changed} with other bytes must build once"
     assert other["library"] != here["library"]
+    # a toolkit of CUDA 13's layout (include/ a link to targets/x86_64-linux/include) is anchored
+    # alike: the changed header recorded as ${CUDA}/targets/..., where it really lies
+    mo = json.loads((Path(other["library"]).parent / "manifest.json").read_text())
+    assert any(d["path"] == "${CUDA}/" + toolkits.changed for d in mo["deps"]), toolkits.changed
+    assert str(toolkits.other) not in json.dumps(mo["deps"]) + json.dumps(mo["inputs"])
     again = fi.probe(fi.tmp / "ws-a")  # the real toolkit still has its entry
     assert fi.links() == before + 1 and again["library"] == here["library"]
 
