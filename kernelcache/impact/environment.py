@@ -23,7 +23,7 @@ import re
 import sys
 from typing import Any, Iterable
 
-from .. import anchors, installed, toolchain
+from .. import anchors, installed, process_state, toolchain
 from ..errors import ToolchainError
 from ..manifest import Manifest
 from ..plan import ROOT
@@ -43,18 +43,50 @@ def digest(value: Any) -> str:
 
 
 # -- distributions ----------------------------------------------------------------------------------
+# Memos: sys.path (with the working directory) -> its real directories; a directory -> its
+# distributions, keyed by the directory's stat (installing or removing one changes its mtime).
+_roots_memo: dict[tuple[str, ...], list[str]] = {}
+_dists_memo: dict[str, tuple[tuple[int, ...], list[tuple[str, str, str]]]] = {}
+
+
+def _forget() -> None:
+    _roots_memo.clear()
+    _dists_memo.clear()
+
+
+process_state.register("impact.environment", _forget)
+
+
 def _import_roots() -> list[str]:
-    out = []
-    for p in sys.path:
-        rp = os.path.realpath(p or os.getcwd())
-        if rp not in out and os.path.isdir(rp):
-            out.append(rp)
-    return out
+    key = (os.getcwd(), *sys.path)
+    got = _roots_memo.get(key)
+    if got is None:
+        got = []
+        for p in sys.path:
+            rp = os.path.realpath(p or os.getcwd())
+            if rp not in got and os.path.isdir(rp):
+                got.append(rp)
+        _roots_memo[key] = got
+    return got
 
 
 def _dist_dirs(root: str) -> list[tuple[str, str, str]]:
     """(canonical name, version, metadata dir) of the distributions installed in ``root``, from
     the directory names (``name-version.dist-info``: milliseconds, not reading each METADATA)."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return []
+    ident = (st.st_mtime_ns, st.st_ino, st.st_size)
+    hit = _dists_memo.get(root)
+    if hit is not None and hit[0] == ident:
+        return hit[1]
+    out = _scan(root)
+    _dists_memo[root] = (ident, out)
+    return out
+
+
+def _scan(root: str) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     try:
         names = sorted(os.listdir(root))
