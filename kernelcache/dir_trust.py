@@ -4,8 +4,9 @@ Why: whatever another user puts in a world-writable cache dir (or in a prebuilt 
 mount they own) is dlopened here on the next hit; a checksum in a manifest they also wrote
 proves nothing. So a directory that users other than this one (and root) can write, or can
 replace through a directory above it, is named in an :class:`UnsafeDirectoryWarning` (and an
-``unsafe_directory`` event), once per directory per process. Group-writable directories are
-left alone: a team sharing a cache through its group is a deliberate setup.
+``unsafe_directory`` event), once per directory per process; under ``KERNELCACHE_STRICT_DIRS`` such
+a cache dir is an error and such a prebuilt root is skipped, each with the reason. Group-writable
+directories are left alone: a team sharing a cache through its group is a deliberate setup.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from . import events, process_state
 from .errors import UnsafeDirectoryWarning
 
 _lock = threading.Lock()
-_checked: set[str] = set()  # directories looked at (existing ones only: a cache is made later)
+_checked: dict[str, str | None] = {}  # directory looked at -> why others can write it (existing ones only)
 
 
 def _reset() -> None:
@@ -58,22 +59,31 @@ def others_can_write(path: Path | str) -> str | None:
     return None
 
 
-def check(paths: list[Path], what: str, fix: str) -> None:
-    """Warn once per process about the first of ``paths`` (a directory and what under it is
-    read) that others can write. ``what``: "cache dir" / "prebuilt root"; ``fix``: the remedy."""
+def check(paths: list[Path], what: str, fix: str, strict: bool = False) -> str | None:
+    """Why others can write the first of ``paths`` (a directory and what under it is read), or None.
+    ``what``: "cache dir" / "prebuilt root"; ``fix``: the remedy. Looked at once per process (the
+    answer remembered). Not ``strict``: warned once; ``strict`` (``KERNELCACHE_STRICT_DIRS``): the
+    caller refuses the directory, naming the reason (:func:`refusal` says it)."""
     key = str(paths[0])
-    if key in _checked:
-        return
-    if not os.path.isdir(paths[0]):
-        return  # not there yet: looked at once it is
     with _lock:
         if key in _checked:
-            return
-        _checked.add(key)
-    for p in paths:
-        why = others_can_write(p)
-        if why is not None:
-            events.emit(events.Event.UNSAFE_DIRECTORY, path=key, what=what, reason=why)
+            return _checked[key]
+    if not os.path.isdir(paths[0]):
+        return None  # not there yet: looked at once it is
+    why = next((w for w in map(others_can_write, paths) if w is not None), None)
+    with _lock:
+        if key in _checked:
+            return _checked[key]
+        _checked[key] = why
+    if why is not None:
+        events.emit(events.Event.UNSAFE_DIRECTORY, path=key, what=what, reason=why, strict=strict)
+        if not strict:
             warnings.warn(f"kernelcache: the {what} {key} can be written by other users: {why}; whatever they "
                           f"put there is loaded into this process. {fix}", UnsafeDirectoryWarning, stacklevel=3)
-            return
+    return why
+
+
+def refusal(path: Path | str, what: str, why: str, fix: str) -> str:
+    """The line a refusal under ``KERNELCACHE_STRICT_DIRS`` says (an error, a skipped root)."""
+    return (f"the {what} {path} can be written by other users: {why}; refused (KERNELCACHE_STRICT_DIRS is set). "
+            f"{fix}")

@@ -137,6 +137,10 @@ class RemovalError(KernelCacheError, OSError):
         self.errno = self.failed[0][1].errno if self.failed else None
 
 
+class UnsafeDirectoryError(KernelCacheError, PermissionError):
+    """A cache dir other users can write, refused under ``KERNELCACHE_STRICT_DIRS``."""
+
+
 class UnsafeDirectoryWarning(UserWarning):
     """A cache dir or prebuilt root that other users can write: whatever they put there is
     loaded into this process."""

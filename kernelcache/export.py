@@ -21,6 +21,7 @@ from . import toolchain
 from .layout import DEPSTAT, RECENT, USED, Layout
 from .events import Status
 from .settings import RemoteSettings, Settings, resolve
+from .storage import prebuilt_sign
 from .storage.entry import Entry
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,9 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 
-def export_entry(entry: Entry, out: Path, cuda_major: str | None, labels: dict | None = None) -> Path:
+def export_entry(entry: Entry, out: Path, cuda_major: str | None, labels: dict | None = None,
+                 sign: Path | None = None) -> Path:
     """Copy a cache entry into an artifact root with a relocatable manifest (``labels`` added
-    to its ``prebuilt`` record)."""
+    to its ``prebuilt`` record); ``sign``: an Ed25519 private key whose signature over the
+    manifest and the binary is written beside them (``storage.prebuilt_sign``)."""
     m = entry.manifest
     dest = Layout(out).entry_dir(m.name, m.key1, m.entry_id)
     if dest.exists():
@@ -41,16 +44,19 @@ def export_entry(entry: Entry, out: Path, cuda_major: str | None, labels: dict |
     rm = m.relocatable(cuda_major)
     rm.prebuilt = {**(rm.prebuilt or {}), **(labels or {})}
     manifest_mod.write(dest, rm)
+    if sign is not None:
+        prebuilt_sign.sign_entry(dest, sign)
     return dest
 
 
 def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
-                        settings: Settings | None = None, specs: "Mapping[str, KernelSpec] | None" = None
-                        ) -> list[dict]:
+                        settings: Settings | None = None, specs: "Mapping[str, KernelSpec] | None" = None,
+                        sign: Path | None = None) -> list[dict]:
     """Build kernels (per arch for CUDA ones) into a relocatable artifact root: the
     shipped ones by ``names``, or ``specs`` (a project's KernelSpecs of any kind: a torch
     extension's from ``cpp_extension.make_spec``, the exact spec its ``load`` call makes).
-    A CUDA kernel is built for each of ``archs``, else for the settings' arch."""
+    A CUDA kernel is built for each of ``archs``, else for the settings' arch. ``sign``: see
+    :func:`export_entry`."""
     from .kernels import shipped_specs
     from .loader import load_with_result
 
@@ -77,13 +83,15 @@ def build_artifact_root(names: list[str] | None, archs: list[str], out: Path,
             if m is None:
                 report.append({"name": name, "status": Status.FAILED, "arch": arch, "reason": "entry vanished"})
                 continue
-            dest = export_entry(Entry(Path(res.entry_path), m), out, toolchain.nvcc_major() if spec.is_cuda else None)
+            dest = export_entry(Entry(Path(res.entry_path), m), out, toolchain.nvcc_major() if spec.is_cuda else None,
+                                sign=sign)
             report.append({"name": name, "status": res.status, "arch": arch, "seconds": time.monotonic() - t0,
                            "entry": str(dest.relative_to(out))})
     return report
 
 
-def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = None) -> list[dict]:
+def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = None,
+                      sign: Path | None = None) -> list[dict]:
     """Build (or hit) the FlashInfer modules ``texts`` name through the route and copy them into
     an artifact root, each labelled with this FlashInfer's version and its headers' hashes: a
     serving host with another FlashInfer refuses the entry with one line (``kinds/flashinfer.py``),
@@ -102,13 +110,14 @@ def export_flashinfer(texts: list[str], out: Path, settings: Settings | None = N
             row.update(status=Status.FAILED, reason="entry vanished")
         if m is not None:
             labels = {VERSION_LABEL: label, **header_labels(m)}
-            dest = export_entry(Entry(Path(entry_path), m), out, toolchain.nvcc_major(), labels)
+            dest = export_entry(Entry(Path(entry_path), m), out, toolchain.nvcc_major(), labels, sign)
             row.update(entry=str(dest.relative_to(out)), arch=",".join(m.archs), flashinfer=label)
         report.append(row)
     return report
 
 
-def export_sglang(texts: list[str], out: Path, settings: Settings | None = None) -> list[dict]:
+def export_sglang(texts: list[str], out: Path, settings: Settings | None = None,
+                  sign: Path | None = None) -> list[dict]:
     """Build (or hit) the SGLang JIT modules the factories ``texts`` name load through the route and
     copy them into an artifact root, each labelled with this SGLang's version: a serving host with
     another SGLang refuses the entry with one line (``kinds/sglang.py``)."""
@@ -126,7 +135,7 @@ def export_sglang(texts: list[str], out: Path, settings: Settings | None = None)
             row.update(status=Status.FAILED, reason="entry vanished")
         if m is not None:
             cuda = toolchain.nvcc_major() if m.archs else None
-            dest = export_entry(Entry(Path(entry_path), m), out, cuda, {VERSION_LABEL: label})
+            dest = export_entry(Entry(Path(entry_path), m), out, cuda, {VERSION_LABEL: label}, sign)
             row.update(entry=str(dest.relative_to(out)), arch=",".join(m.archs), sglang=label)
         report.append(row)
     return report

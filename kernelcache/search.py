@@ -103,7 +103,7 @@ class Lookup:
     def candidates(self, place: Place) -> Iterator[Entry]:
         """The entries of one place on disk, in the order they are tried."""
         if place is Place.PREBUILT:
-            return prebuilt.candidates(self.spec.name, self.s)
+            return prebuilt.looked_at(self.spec.name, self.s)  # refusals too: a miss says why
         if place is Place.LOCAL:
             assert self.l1 is not None, "the local place needs the level-1 key (set_plan)"
             return self.store.candidates(self.spec.name, self.l1.key)
@@ -152,6 +152,9 @@ def vet(look: Lookup, entry: Entry, place: Place, read_only: bool = False) -> va
                 entry.save_stat_cache(check.refreshed)
         return None
     look.dep_counts = None
+    untrusted = prebuilt.refusal(entry) if place is Place.PREBUILT else None
+    if untrusted is not None:  # a link out of its root, an unsafe root, a bad signature: read no further
+        return validate.Rejection(RejectCode.TRUST, untrusted)
     return vet_manifest(look.spec, entry.manifest, look.installation(), place)
 
 

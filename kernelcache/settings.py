@@ -195,6 +195,11 @@ class Settings(FrozenRecord):
     lock: Path | None = None
     lock_mode: str = "error"  # error | warn
     lock_record: Path | None = None
+    # Ed25519 public keys (PEM or ssh-ed25519 lines, the fleet's format): set, a prebuilt root's entry
+    # is served only when its signature.json (``kernelcache build --sign``) verifies with one of them
+    prebuilt_verify_keys: tuple[Path, ...] = ()
+    # a cache dir others can write is an error, a prebuilt root others can write is skipped (default: a warning)
+    strict_dirs: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cache_dir", Path(os.path.abspath(Path(self.cache_dir).expanduser())))
@@ -206,6 +211,7 @@ class Settings(FrozenRecord):
                              "choose a directory without it")
         object.__setattr__(self, "lock_dir", Path(os.path.abspath(Path(self.lock_dir).expanduser())))
         object.__setattr__(self, "prebuilt", tuple(Path(p) for p in self.prebuilt))
+        object.__setattr__(self, "prebuilt_verify_keys", tuple(Path(p) for p in self.prebuilt_verify_keys))
         if not isinstance(self.remote, RemoteSettings):
             raise TypeError(f"Settings.remote must be a RemoteSettings, got {type(self.remote).__name__}")
         object.__setattr__(self, "patch", parse_patch(self.patch, "patch"))
@@ -252,6 +258,8 @@ class Settings(FrozenRecord):
             lock=(g("KERNELCACHE_LOCK") or "").strip() or None,
             lock_mode=(g("KERNELCACHE_LOCK_MODE") or "").strip().lower() or "error",
             lock_record=(g("KERNELCACHE_LOCK_RECORD") or "").strip() or None,
+            prebuilt_verify_keys=_paths(g("KERNELCACHE_PREBUILT_VERIFY_KEYS")),
+            strict_dirs=_flag(g("KERNELCACHE_STRICT_DIRS"), "KERNELCACHE_STRICT_DIRS"),
         )
         if overrides.pop("patch_tvm_ffi", False):  # the old name's option (--kc-patch-tvm-ffi)
             overrides["patch"] = (*parse_patch(overrides.get("patch", values["patch"]), "patch"), "tvm_ffi")
@@ -272,6 +280,8 @@ class Settings(FrozenRecord):
             "KERNELCACHE_PATCH_TVM_FFI": "1" if self.patch_tvm_ffi else "0",
             "KERNELCACHE_VERIFY_INSTALLED": "1" if self.verify_installed else "0",
             "KERNELCACHE_LOCK_MODE": self.lock_mode,
+            "KERNELCACHE_PREBUILT_VERIFY_KEYS": os.pathsep.join(map(str, self.prebuilt_verify_keys)),
+            "KERNELCACHE_STRICT_DIRS": "1" if self.strict_dirs else "0",
         }
         for name, value in (("KERNELCACHE_LOG", self.log), ("KERNELCACHE_CUDA_ARCH", self.cuda_arch),
                             ("KERNELCACHE_FLASHINFER_INCLUDE", self.flashinfer_include),

@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--lock", default=None, metavar="PATH",
                    help="build exactly the kernels the kernel lock PATH names, each from its lock block (for each "
                    "--arch, else each arch the lock records); a kernel that drifted from the lock is not built")
+    b.add_argument("--sign", default=None, metavar="KEYFILE",
+                   help="Ed25519 private key (kernelcache remote keygen): sign each entry's manifest and binary "
+                   "(signature.json); hosts with KERNELCACHE_PREBUILT_VERIFY_KEYS serve only signed entries")
     b.add_argument("--flashinfer", action="append", default=[], metavar="MOD:FUNC[(ARGS)]",
                    help="a FlashInfer module (or list) to export, built through the FlashInfer route, e.g. "
                    "'flashinfer.jit.activation:gen_act_and_mul_module(\"silu\")' (repeatable; literal ARGS)")

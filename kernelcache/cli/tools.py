@@ -104,6 +104,15 @@ def cmd_build(args) -> int:
     s = settings_of(args)
     if args.lock:
         return _build_lock(args, s)
+    sign = Path(args.sign).expanduser() if args.sign else None
+    if sign is not None:  # a key that cannot sign fails now, not after the builds
+        from ..errors import KernelCacheError
+        from ..storage.prebuilt_sign import check_signer
+
+        try:
+            check_signer(sign)
+        except KernelCacheError as e:
+            return usage_error(str(e))
     refs, search = list(args.spec), [os.getcwd()]
     if args.from_ini:  # the project's own kernels, as its pytest runs declare them
         from .project_ini import ini_spec_refs
@@ -126,11 +135,11 @@ def cmd_build(args) -> int:
     no_arch = arch_problem(s) if needs_arch and not args.arch else None
     if no_arch:
         return usage_error(no_arch)
-    report = build_artifact_root(None, list(args.arch), Path(args.out), s, specs=specs) if shipped else []
+    report = build_artifact_root(None, list(args.arch), Path(args.out), s, specs=specs, sign=sign) if shipped else []
     if args.flashinfer:  # each module's arch is its own gencode set (FlashInfer's choice)
-        report += export_flashinfer(list(args.flashinfer), Path(args.out), s)
+        report += export_flashinfer(list(args.flashinfer), Path(args.out), s, sign)
     if args.sglang:  # each module on SGLang's own target
-        report += export_sglang(list(args.sglang), Path(args.out), s)
+        report += export_sglang(list(args.sglang), Path(args.out), s, sign)
     for r in report:
         print(f"{r['name']:<28} {r['status']:<8} {r.get('arch') or 'cpu':<6} {r.get('seconds', 0):.1f}s {r.get('reason', '')}")
     return 1 if any(r["status"] == Status.FAILED for r in report) else 0

@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 from .. import dir_trust
 from .. import manifest as manifest_mod
-from ..errors import CacheRemovedError, RemovalError
+from ..errors import CacheRemovedError, RemovalError, UnsafeDirectoryError
 from ..events import Place
 from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
 from ..records import FrozenRecord
@@ -51,8 +51,11 @@ class LocalStore:
         self.settings = settings
         self.layout: Layout = settings.layout
         self.root = self.layout.root
-        dir_trust.check([self.layout.base, self.root], "cache dir",  # once per process: a set lookup after
-                        "Make it yours alone (chmod go-w, chown) or point KERNELCACHE_DIR elsewhere.")
+        fix = "Make it yours alone (chmod go-w, chown) or point KERNELCACHE_DIR elsewhere."
+        why = dir_trust.check([self.layout.base, self.root], "cache dir", fix,  # once per process: a lookup after
+                              strict=settings.strict_dirs)
+        if why is not None and settings.strict_dirs:
+            raise UnsafeDirectoryError(dir_trust.refusal(self.layout.base, "cache dir", why, fix))
 
     # -- paths -------------------------------------------------------------------------------
     def key_dir(self, name: str, key1: str) -> Path:

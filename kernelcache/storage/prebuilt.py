@@ -7,7 +7,11 @@ the group ``kernelcache.prebuilt`` (a callable returning the root). An artifact 
 it validates against *this* installation (``validate.installation_refusal``) and is *this*
 build: its recorded source key, the key the fleet indexes by, is the one this host computes for
 the spec (flags, defines, include dirs and link line included: ``validate.build_refusal``);
-then bytes, identity and schemas like any entry.
+then bytes, identity and schemas like any entry. Before any of that a root must not be writable by
+others under ``KERNELCACHE_STRICT_DIRS`` (``dir_trust``), an entry dir must not be a link leading
+outside its root, and under ``KERNELCACHE_PREBUILT_VERIFY_KEYS`` an entry must carry a signature
+of its manifest and binary by a trusted key (``prebuilt_sign``): a :class:`Refused` candidate,
+refused with its reason.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from .. import dir_trust
+from .. import bounded, dir_trust
 from .. import manifest as manifest_mod
 from .. import process_state
 from .. import toolchain
@@ -24,6 +28,7 @@ from ..events import Place
 from ..layout import Layout
 from ..recall import distributions_stamp
 from ..settings import Settings
+from . import prebuilt_sign
 from .entry import Entry
 
 ENTRY_POINT_GROUP = "kernelcache.prebuilt"
@@ -98,22 +103,91 @@ def roots(settings: Settings) -> list[Path]:
     return [*settings.prebuilt, *entry_point_roots(settings)]
 
 
+class Refused(Entry):
+    """A root's entry (or the root itself) refused before its manifest was read or trusted: a directory
+    link leaving the root, a root others can write under ``KERNELCACHE_STRICT_DIRS``, a missing or
+    bad signature under ``KERNELCACHE_PREBUILT_VERIFY_KEYS``. ``search.vet`` refuses it with
+    ``refusal``; nothing else about it is read."""
+
+    __slots__ = ("refusal",)
+
+    def __init__(self, path: Path, refusal: str) -> None:
+        super().__init__(path, None, Place.PREBUILT)
+        self.refusal = refusal
+
+
+def refusal(entry: Entry) -> str | None:
+    """Why an entry of :func:`looked_at` was refused before its manifest was trusted; None: it
+    was not (it is vetted like any entry built elsewhere)."""
+    return entry.refusal if isinstance(entry, Refused) else None
+
+
+_FIX = "Make it writable by its owner alone, or drop it from KERNELCACHE_PREBUILT."
+
+
+def _inside(path: str, real_root: str) -> bool:
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root + os.sep)
+
+
 def candidates(name: str, settings: Settings) -> Iterator[Entry]:
-    """Every artifact for ``name`` in every root, in root order."""
+    """Every usable-looking artifact for ``name`` in every root, in root order (``ls``, ``verify``,
+    ``explain NAME``): the refused ones of :func:`looked_at` left out."""
+    return (e for e in looked_at(name, settings) if not isinstance(e, Refused))
+
+
+def looked_at(name: str, settings: Settings) -> Iterator[Entry]:
+    """Every artifact for ``name`` in every root, in root order, as the lookup tries them: an
+    :class:`Entry` with its manifest parsed, or a :class:`Refused` one (read no further)."""
+    keys = settings.prebuilt_verify_keys
     for root in roots(settings):
-        dir_trust.check([root, Layout(root).root], "prebuilt root",
-                        "Make it writable by its owner alone, or drop it from KERNELCACHE_PREBUILT.")
+        unsafe = dir_trust.check([root, Layout(root).root], "prebuilt root", _FIX, strict=settings.strict_dirs)
         base = Layout(root).kernel_dir(name)
+        if not os.path.isdir(base):
+            continue
+        if unsafe is not None and settings.strict_dirs:
+            yield Refused(root, dir_trust.refusal(root, "prebuilt root", unsafe, _FIX) + " Skipped.")
+            continue
+        real_root = os.path.realpath(root)
+        if not _inside(str(base), real_root):
+            yield Refused(base, f"a link leading outside the root ({os.path.realpath(base)}): not followed")
+            continue
         try:
             key_dirs = sorted(os.scandir(base), key=lambda e: e.name)
         except OSError:
             continue
         for kd in key_dirs:
+            if kd.is_symlink() and not _inside(kd.path, real_root):
+                yield Refused(Path(kd.path), f"a link leading outside the root ({os.path.realpath(kd.path)}): "
+                                            "not followed")
+                continue
             try:
                 eds = sorted(os.scandir(kd.path), key=lambda e: e.name)
             except OSError:
                 continue
             for ed in eds:
-                m = manifest_mod.read(Path(ed.path))
-                if m is not None:
-                    yield Entry(Path(ed.path), m, Place.PREBUILT)
+                if ed.is_symlink() and not _inside(ed.path, real_root):
+                    yield Refused(Path(ed.path), f"a link leading outside the root ({os.path.realpath(ed.path)}): "
+                                                 "not followed")
+                    continue
+                got = _read_entry(Path(ed.path), keys)
+                if got is not None:
+                    yield got
+
+
+def _read_entry(path: Path, keys: tuple[Path, ...]) -> Entry | None:
+    """The entry at ``path`` (manifest read once, bounded: the bytes a signature is checked against
+    are the bytes parsed); None when it has no readable manifest."""
+    try:
+        data = bounded.read_regular(path / manifest_mod.FILENAME)[0]
+        parsed = bounded.loads(data, str(path / manifest_mod.FILENAME))
+    except (OSError, ValueError):
+        return None
+    m = manifest_mod.Manifest.from_dict(parsed)
+    if m is None:
+        return None
+    if keys:
+        why = prebuilt_sign.refusal(path, data, parsed, keys)
+        if why is not None:
+            return Refused(path, why)
+    return Entry(path, m, Place.PREBUILT)

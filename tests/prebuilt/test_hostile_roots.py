@@ -95,3 +95,30 @@ def test_binary_that_is_not_the_recorded_file_is_refused_unread(kc_env, project,
     assert out["status"] == "built" and out["value"] == 5, out
     [(usable, why)] = out["prebuilt"]
     assert not usable and reason in why, why
+
+
+def _link_out(path, outside):
+    """Move ``path`` (a directory of the root) outside the root and leave a symlink to it."""
+    outside.mkdir(parents=True, exist_ok=True)
+    dest = outside / path.name
+    shutil.move(str(path), dest)
+    os.symlink(dest, path)
+    return dest
+
+
+@pytest.mark.parametrize("level", ["entry", "key"])
+def test_entry_linked_outside_the_root_is_refused_unread(kc_env, project, root, tmp_path, level):
+    """A valid-looking entry planted outside the root behind a symlink (at the entry or the key
+    directory) is not followed: refused with the reason, then built. A link inside the root is fine."""
+    entry = next(root.rglob("manifest.json")).parent
+    _link_out(entry if level == "entry" else entry.parent, tmp_path / "elsewhere")
+    out = _load(kc_env, project, root)
+    assert out["status"] == "built" and out["value"] == 5, out
+    [(usable, why)] = out["prebuilt"]
+    assert not usable and "a link leading outside the root" in why and "elsewhere" in why, why
+
+
+def test_entry_linked_inside_the_root_is_served(kc_env, project, root):
+    entry = next(root.rglob("manifest.json")).parent
+    _link_out(entry, root / "store")
+    assert _load(kc_env, project, root)["status"] == "prebuilt"

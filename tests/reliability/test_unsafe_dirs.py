@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import kernelcache as kc
-from kernelcache.errors import CacheMissError, UnsafeDirectoryWarning
+from kernelcache.errors import CacheMissError, UnsafeDirectoryError, UnsafeDirectoryWarning
 from tests.support import project_spec
 
 
@@ -68,3 +68,68 @@ def test_a_world_writable_prebuilt_root_is_named(kc_env, project, tmp_path):
     got = _load_warnings(project_spec(project), s)
     assert len(got) == 1 and f"prebuilt root {root} can be written by other users" in got[0], got
     assert "KERNELCACHE_PREBUILT" in got[0]
+
+
+# -- KERNELCACHE_STRICT_DIRS: the warning becomes a refusal ------------------------------------
+def test_strict_refuses_a_world_writable_cache_dir(kc_env, project, monkeypatch):
+    kc_env.cache.mkdir(parents=True, exist_ok=True)
+    kc_env.cache.chmod(0o777)
+    monkeypatch.setenv("KERNELCACHE_STRICT_DIRS", "1")
+    with pytest.raises(UnsafeDirectoryError) as err:
+        kc.load(project_spec(project))
+    msg = str(err.value)
+    assert f"cache dir {kc_env.cache} can be written by other users" in msg and "mode 0777" in msg, msg
+    assert "KERNELCACHE_STRICT_DIRS" in msg and "KERNELCACHE_DIR" in msg, msg
+    assert kc_env.compiles() == 0 and not (kc_env.cache / "v1" / "entries").exists()
+
+
+def test_strict_skips_a_world_writable_prebuilt_root_with_the_reason(kc_env, project, tmp_path):
+    import shutil
+
+    from kernelcache import export, manifest
+    from kernelcache.storage.entry import Entry
+
+    spec = project_spec(project)
+    kc.load(spec)
+    [path] = kc_env.entries()
+    root = tmp_path / "artifacts"
+    export.export_entry(Entry(path, manifest.read(path)), root, None)
+    shutil.rmtree(kc_env.cache)
+    kc.reset_process_state()
+    kc_env.reset_counts()
+    root.chmod(0o777)
+    base = kc.Settings.from_env().replace(prebuilt=(root,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeDirectoryWarning)
+        _, res = kc.load_with_result(spec, settings=base)
+    assert res.status == "prebuilt"  # not strict: warned, used
+    kc.reset_process_state()
+    strict = base.replace(strict_dirs=True)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        mod, res = kc.load_with_result(spec, settings=strict)
+        [pre] = kc.explain(spec, settings=strict)["prebuilt"]
+    assert not [w for w in got if issubclass(w.category, UnsafeDirectoryWarning)]  # a refusal, not a warning
+    assert res.status == "built" and mod.add(2, 3) == 5 and kc_env.compiles() == 1
+    assert not pre["usable"] and f"prebuilt root {root} can be written by other users" in pre["reason"], pre
+    assert "KERNELCACHE_STRICT_DIRS" in pre["reason"] and "Skipped" in pre["reason"], pre
+
+
+def test_strict_is_not_bypassed_by_a_recalled_call(kc_env, project):
+    """A repeated call in a fresh process is answered without the loader (kernelcache.recall); a
+    cache dir made world-writable since must still be refused, not recalled."""
+    from tests.support import spec_code
+
+    code = spec_code(project) + "\ntry:\n    print('OK', kc.load(spec).add(1, 2))\n" \
+        "except kc.KernelCacheError as e:\n    print('REFUSED', type(e).__name__, e)\n" \
+        "print('LOADER', 'kernelcache.loader' in sys.modules)\n"
+
+    def run() -> list[str]:
+        return kc_env.run_py(code, cwd=kc_env.tmp, KERNELCACHE_STRICT_DIRS="1").stdout.split()
+
+    assert run()[:2] == ["OK", "3"]
+    assert run()[-2:] == ["LOADER", "False"]  # recalled
+    kc_env.cache.chmod(0o777)
+    got = run()
+    assert got[:2] == ["REFUSED", "UnsafeDirectoryError"], got
+    assert kc_env.compiles() == 1

@@ -83,30 +83,32 @@ def _read(path: Path, what: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as e:
-        raise KernelCacheError(f"cannot read the fleet-cache {what} {path}: {e.strerror or e}") from None
+        raise KernelCacheError(f"cannot read the {what} {path}: {e.strerror or e}") from None
 
 
-def load_signer(path: Path) -> Signer:
+def load_signer(path: Path, setting: str = "KERNELCACHE_REMOTE_SIGNING_KEY") -> Signer:
+    """The private key at ``path``; ``setting``: what named it (the fleet's variable, or ``build --sign``)."""
     serialization, ed25519 = _crypto()
-    data = _read(path, "signing key (KERNELCACHE_REMOTE_SIGNING_KEY)")
+    data = _read(path, f"signing key ({setting})")
     try:
         if data.lstrip().startswith(b"-----BEGIN OPENSSH PRIVATE KEY"):
             key = serialization.load_ssh_private_key(data, password=None)
         else:
             key = serialization.load_pem_private_key(data, password=None)
     except Exception as e:
-        raise KernelCacheError(f"KERNELCACHE_REMOTE_SIGNING_KEY {path} is not an unencrypted private key: "
+        raise KernelCacheError(f"{setting} {path} is not an unencrypted private key: "
                                f"{type(e).__name__}") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
-        raise KernelCacheError(f"KERNELCACHE_REMOTE_SIGNING_KEY {path} is not an Ed25519 key")
+        raise KernelCacheError(f"{setting} {path} is not an Ed25519 key")
     return Signer(key, key_id_of(key.public_key()))
 
 
-def load_public_keys(paths: Iterable[Path]) -> dict[str, Any]:
+def load_public_keys(paths: Iterable[Path], setting: str = "KERNELCACHE_REMOTE_VERIFY_KEYS") -> dict[str, Any]:
+    """key id -> public key of every key in ``paths``; ``setting``: the variable that named them."""
     serialization, ed25519 = _crypto()
     keys: dict[str, Any] = {}
     for path in paths:
-        data = _read(path, "verify key (KERNELCACHE_REMOTE_VERIFY_KEYS)")
+        data = _read(path, f"verify key ({setting})")
         found = []
         try:
             if b"-----BEGIN" in data:
@@ -116,14 +118,14 @@ def load_public_keys(paths: Iterable[Path]) -> dict[str, Any]:
                     if line.strip() and not line.lstrip().startswith("#"):
                         found.append(serialization.load_ssh_public_key(line.strip().encode()))
         except Exception as e:
-            raise KernelCacheError(f"KERNELCACHE_REMOTE_VERIFY_KEYS {path}: not a public key ({type(e).__name__})") \
+            raise KernelCacheError(f"{setting} {path}: not a public key ({type(e).__name__})") \
                 from None
         for k in found:
             if not isinstance(k, ed25519.Ed25519PublicKey):
-                raise KernelCacheError(f"KERNELCACHE_REMOTE_VERIFY_KEYS {path}: not an Ed25519 key")
+                raise KernelCacheError(f"{setting} {path}: not an Ed25519 key")
             keys[key_id_of(k)] = k
         if not found:
-            raise KernelCacheError(f"KERNELCACHE_REMOTE_VERIFY_KEYS {path}: no key in the file")
+            raise KernelCacheError(f"{setting} {path}: no key in the file")
     return keys
 
 
