@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from . import environ
 
-FORMAT = 3  # 3: the spec's root and kind (test impact and the reports name what a recalled load rests on)
+FORMAT = 4  # 4: the import path keyed by what it resolves to (import_stamp), not the whole sys.path
 # kernelcache.layout's RECALL and VERSION (not imported: ~60 objects; tests/unit asserts them equal)
 DIRNAME = "recall"
 LAYOUT_VERSION = "v1"
@@ -138,7 +138,7 @@ def holds(rec: tuple) -> bool:
     exists = os.path.exists
     if absent and any(exists(p) for p in absent.split(b"\0")):
         return False
-    return stamp is None or stamp == distributions_stamp()
+    return stamp is None or stamp == import_stamp()
 
 
 def recall(d: str) -> Any:
@@ -227,6 +227,8 @@ def _report(name: str, eid: str, edir: str, root: str, kind: str) -> None:
     """A recalled load is a hit: counted by kernelcache.events when that is loaded (by the
     loader, a listener, a log target), else remembered until it is (it counts them on import and
     in ``stats()``; it never imports this module, which is why it looks in ``sys.modules``).
+    Logged where ``KERNELCACHE_LOG`` says, as a full load's hit is (the loader sets that target
+    for its own calls only).
     The entry's directory, the spec's root and kind travel with it, as with a full load's hit: what
     the answer rests on (its manifest's inputs under that root) is what test impact records, and the
     kind labels the kernel in the reports."""
@@ -236,7 +238,8 @@ def _report(name: str, eid: str, edir: str, root: str, kind: str) -> None:
     if events is None:
         UNREPORTED.append((name, eid, edir, root, kind))
         return
-    events.emit(events.Event.HIT, name=name, entry=eid, recalled=True, entry_dir=edir, root=root, kind=kind)
+    with events.logging_to(environ.log_target()):
+        events.emit(events.Event.HIT, name=name, entry=eid, recalled=True, entry_dir=edir, root=root, kind=kind)
 
 
 def distributions_stamp() -> tuple:
@@ -249,8 +252,10 @@ def distributions_stamp() -> tuple:
     Any other directory (the working directory, a checkout on ``PYTHONPATH``, where people and
     tools create files all the time): the names and mtimes of the ``*.dist-info``,
     ``*.egg-info`` and ``*.egg`` entries in it, which is all ``importlib.metadata`` reads there;
-    a ``build/`` or an editor's swap file appearing in a checkout is not a new distribution. A
-    missing entry is part of the stamp too (it may appear later). Left out: the directory of
+    a ``build/`` or an editor's swap file appearing in a checkout is not a new distribution. Such a
+    directory without any (a test directory pytest puts first, a project's source dir) and a missing
+    entry are left out: no distribution comes from them, and one that appears there later enters
+    the stamp (so a ``python -c`` and a pytest run of one project stamp alike). Left out too: the directory of
     setuptools' vendored packages, which importing setuptools appends to ``sys.path``
     (``torch.utils.cpp_extension`` imports it, so a process whose full path wrote torch's flag
     lines has it and the next one does not; no companion wheel lives there).
@@ -258,24 +263,70 @@ def distributions_stamp() -> tuple:
     cwd = os.getcwd()
     owned = _OWNED
     stamp: list[tuple[str, object]] = []
+    seen: set[str] = set()
     for p in sys.path:
         if p.endswith(_VENDORED):
             continue
         d = p or cwd
+        a = os.path.abspath(d)  # '' and the working directory spelled out are one entry
+        if a in seen:  # a second mention offers no other distribution
+            continue
+        seen.add(a)
         try:
-            a = os.path.abspath(d)
             if a != cwd and a.startswith(owned):
-                stamp.append((p, os.stat(d).st_mtime_ns))
+                stamp.append((a, os.stat(d).st_mtime_ns))
                 continue
             metas = []
             with os.scandir(d) as it:
                 for e in it:
                     if e.name.endswith((".dist-info", ".egg-info", ".egg")):
                         metas.append((e.name, e.stat().st_mtime_ns))
-            stamp.append((p, tuple(sorted(metas))))
+            if metas:
+                stamp.append((a, tuple(sorted(metas))))
+        except NotADirectoryError:  # a zip on the path: its stat
+            try:
+                stamp.append((a, os.stat(d).st_mtime_ns))
+            except OSError:
+                pass
         except OSError:
-            stamp.append((p, None))
+            continue
     return tuple(stamp)
+
+
+# The modules whose copy decides an answer: kernelcache's own rules, the libraries that load or
+# define a module (tvm-ffi, torch) and the JIT front ends whose headers and flags a kind reads.
+RESOLVED = ("kernelcache", "tvm_ffi", "torch", "flashinfer", "sglang")
+
+
+def import_stamp() -> tuple:
+    """What the import path means for an answer: the distributions it offers (companion wheels'
+    roots: :func:`distributions_stamp`) and where each of :data:`RESOLVED` is imported from (a
+    second copy of tvm-ffi first on the path is another answer, an unrelated directory is not)."""
+    return distributions_stamp(), tuple(_location(name) for name in RESOLVED)
+
+
+def _location(name: str) -> Any:
+    """Where ``name`` is (or would be) imported from: the loaded module's, else what the import
+    system's finders say now, without importing it (None: not importable)."""
+    mod = sys.modules.get(name)
+    spec = getattr(mod, "__spec__", None) if mod is not None else None
+    if spec is None:
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            try:
+                spec = find(name, None)
+            except Exception as e:  # noqa: BLE001 - a broken finder: an answer no memo matches
+                return ("unresolved", name, type(e).__name__, os.getpid())
+            if spec is not None:
+                break
+    if spec is None:
+        return None
+    origin = getattr(spec, "origin", None)
+    if origin and origin not in ("built-in", "frozen", "namespace"):
+        return os.path.abspath(origin)
+    return tuple(getattr(spec, "submodule_search_locations", None) or ())
 
 
 # The Python installation's prefixes, each ending in a separator (fixed for a process).

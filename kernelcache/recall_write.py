@@ -92,7 +92,7 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
         return False
     head = w[1]
     rec = (recall.FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
-           b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.distributions_stamp(), note,
+           b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.import_stamp(), note,
            str(spec.root), spec.kind)
     _publish(recall.memo_path(digest, str(settings.cache_dir)), rec)
     return True
@@ -157,6 +157,12 @@ def _witnesses(spec: KernelSpec, settings: Settings, edir: Path):
     tvm = toolchain.tvm_ffi_paths(settings.memo_dir)
     if not (w.add(tvm.lib_path) and w.add(tvm.package_dir) and w.add(os.path.dirname(tvm.package_dir))):
         return None
+    # KERNELCACHE_STRICT_DIRS: the cache dir was checked; a chmod or chown moves its ctime (decided again).
+    # The memo's own directory first, so that publishing this memo does not move the root's.
+    if settings.strict_dirs:
+        os.makedirs(settings.layout.root / recall.DIRNAME, exist_ok=True)
+        if not all(w.add(str(d)) for d in (settings.layout.base, settings.layout.root)):
+            return None
     # no prebuilt root answers first (their discovery is witnessed by the distributions stamp)
     for root in prebuilt.roots(settings):
         kdir = Layout(root).kernel_dir(spec.name)
