@@ -64,11 +64,12 @@ def main() -> int:
         if args.whole_suite:  # every collected test of the suite in the map (as a full recording has)
             ids = [ln.strip() for ln in subprocess.run(collect_cmd, cwd=clone, env=env, capture_output=True,
                                                        text=True).stdout.splitlines() if "::" in ln]
+            ran_in = next((t.get("env", "") for t in imap["tests"].values()), "")  # the recording run's environment
             for nid in ids:
                 f = nid.split("::")[0]
                 like = next((t for t in imap["tests"].values() if t["file"] == f), None)
                 imap["tests"].setdefault(nid, {**(like or {"kernels": [], "outcome": "passed", "duration": 0.0,
-                                                          "early_skip": False, "skipped": False}),
+                                                          "early_skip": False, "skipped": False, "env": ran_in}),
                                                "nodeid": nid, "file": f})
                 imap["files"].setdefault(f, {"reads": [], "dirs": [], "loaded": [], "commits": []})
         imap.update(commit=head, dirty={})  # format 2: every record carries its commit
