@@ -175,10 +175,18 @@ def merge_into(path: str | os.PathLike[str], kernels: Iterable[KernelLock], lock
 
     p = Path(os.path.abspath(path))
     d = Path(lock_dir)
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
     tag = hashlib.sha256(str(p).encode()).hexdigest()[:20]
-    with filelock.FileLock(str(d / f"lockfile-{tag}.flock")):
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        guard = filelock.FileLock(str(d / f"lockfile-{tag}.flock"))
+        guard.acquire()
+    except OSError as e:
+        raise KernelCacheError(f"cannot take the file lock for the kernel lock {p} in {d}: {e.strerror or e} "
+                               "(KERNELCACHE_LOCK_DIR)") from None
+    try:
         current = read(p) if p.exists() else LockFile()
         out = current.with_kernels(kernels, replace)
         write(p, out)
+    finally:
+        guard.release()
     return out
