@@ -140,12 +140,12 @@ READ = "print(open('data/sub_input.txt').read().strip())"
 
 
 def test_sub():
-    out = subprocess.run([sys.executable, "-c", READ], cwd=ROOT, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-S", "-c", READ], cwd=ROOT, capture_output=True, text=True).stdout
     assert out.strip() == "9"
 
 
 def test_sub_declared():
-    out = subprocess.run([sys.executable, "-c", READ], cwd=ROOT, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-S", "-c", READ], cwd=ROOT, capture_output=True, text=True).stdout
     assert out.strip() == "9"
 """,
 }

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from kernelcache.impact.api import load_checked
-from kernelcache.impact.impact_map import FORMAT, FileRecord, ImpactMap, KernelRecord, TestRecord, load, save
+from kernelcache.impact.impact_map import FORMAT, FileRecord, ImpactMap, KernelRecord, SetupRecord, TestRecord, load, save
 
 
 def sample() -> ImpactMap:
@@ -90,3 +90,41 @@ def test_kernelcaches_own_pre_included_header_is_a_kernel_input_where_the_reposi
         {"path": "${KERNELCACHE}/csrc/tvm_ffi_schema_export.h"}, {"path": "${TVM_FFI}/include/tvm/ffi/function.h"}])
     rec = kernel_record("k", RepoPaths(repo_root, [header]), None, [], manifest, [])
     assert rec.inputs == [header]  # the package's header; tvm-ffi's stays the environment's
+
+
+def _with_fixture(commit: str, reads: list[str], ran: list[str]) -> ImpactMap:
+    m = ImpactMap(commit=commit)
+    for n in ran:
+        m.tests[n] = TestRecord(n, n.split("::")[0], commit=commit, fixtures=["tests::f"])
+    m.fixtures["tests::f"] = SetupRecord(reads, [], [], "", [commit])
+    m.conftests["tests/conftest.py"] = SetupRecord(reads, [], [], "", [commit])
+    m.conftests["old/conftest.py"] = SetupRecord(reads, [], [], "", [commit])
+    return m
+
+
+def test_merge_unites_a_fixture_record_unless_every_test_using_it_ran():
+    """Issue 38: a session that ran only some users of a fixture (say with one parameter of it)
+    keeps the old record's reads; one that ran every user replaces it. A conftest record is
+    replaced; one whose conftest is gone leaves."""
+    a, b = "a" * 40, "b" * 40
+    old = _with_fixture(a, ["data/x"], ["tests/test_1.py::t", "tests/test_2.py::t"])
+    existing = {"tests/conftest.py", "tests/test_1.py", "tests/test_2.py"}  # old/conftest.py is gone
+    part = _with_fixture(b, ["data/y"], ["tests/test_1.py::t"]).merged_into(old, existing, {"tests/test_1.py"})
+    assert part.fixtures["tests::f"].reads == ["data/x", "data/y"] and part.fixtures["tests::f"].commits == [a, b]
+    assert part.conftests == {"tests/conftest.py": SetupRecord(["data/y"], [], [], "", [b]),
+                              "old/conftest.py": SetupRecord(["data/y"], [], [], "", [b])}  # recorded now
+    full = _with_fixture(b, ["data/y"], ["tests/test_1.py::t", "tests/test_2.py::t"])
+    del full.conftests["old/conftest.py"]
+    full = full.merged_into(old, existing, {"tests/test_1.py", "tests/test_2.py"})
+    assert full.fixtures["tests::f"].reads == ["data/y"] and set(full.conftests) == {"tests/conftest.py"}
+    assert full.record_commits() == {b}
+
+
+def test_declared_inputs_lines():
+    from kernelcache.impact.setups import declared_for, parse_declared
+
+    got = parse_declared(["tests/test_cli.py::* = csrc/*.h data/x.json", "", "# a comment"])
+    assert declared_for("tests/test_cli.py::test_a", got) == ["csrc/*.h", "data/x.json"]
+    assert declared_for("tests/test_other.py::test_a", got) == []
+    with pytest.raises(ValueError, match="TEST-ID-GLOB = INPUT-PATTERN"):
+        parse_declared(["tests/test_cli.py::*"])
