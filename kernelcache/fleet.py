@@ -249,7 +249,8 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
     if not refs:
         if not any(code == "remote_no_entry" for _, code, _ in out.refused):
             out.refused.append(("", "remote_no_entry", ""))
-            out.misses.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}")
+            out.misses.append(f"remote {rc.url}: no entry for this kernel and source key {skey[:16]}"
+                              + ("" if req.can_build else _other_keys(req, rc)))
         return False
     fresh = [ref for ref in refs if ref.entry_id not in out.tried]
     t0 = time.monotonic()
@@ -288,6 +289,32 @@ def _fetch_first(req: FleetRequest, rc: Any, out: FleetOutcome) -> bool:
         out.misses.append(f"remote {rc.url}: remote_not_tried: {why}")
         out.refused.append(("", "remote_not_tried", why))
     return False
+
+
+def _other_keys(req: FleetRequest, rc: Any) -> str:
+    """For a miss this host cannot build past: the entries of this kernel under other source keys,
+    and what the newest was built from that this spec is not (its recorded ``skey_inputs`` against
+    this spec's). One list and one envelope read; nothing when the fleet holds none."""
+    from .source_key import diff
+    from .storage.remote import RemoteUnavailable
+
+    said = ""
+    try:
+        others = [r for r in rc.kernel_entries(req.spec.name) if r.skey != req.skey]
+        if not others:
+            return ""
+        said = f"; {len(others)} entr{'y' if len(others) == 1 else 'ies'} of it under " \
+               f"{len({r.skey for r in others})} other source key(s)"
+        rec = Manifest.from_dict(rc.read_entry(others[0]).manifest)
+        here = req.installation.source(None, None) if req.installation.source is not None else None
+        if rec is None or not isinstance(rec.skey_inputs, dict) or here is None:
+            return said
+        return said + f", the newest ({others[0].skey[:16]}) built from other inputs: " + "; ".join(
+            diff(rec.skey_inputs, here[1]) or ["the same recorded inputs"])
+    except RemoteUnavailable:
+        raise
+    except Exception as e:  # noqa: BLE001 - (RemoteError, a malformed manifest) words of a miss never fail it
+        return said + f"; other source keys not read ({type(e).__name__}: {e})"
 
 
 def _hit(out: FleetOutcome, req: FleetRequest, entry: Entry, remote: str, seconds: float) -> None:

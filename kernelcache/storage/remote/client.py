@@ -28,7 +28,7 @@ from ...events import Upload
 from . import blobs, lease as lease_mod
 from .backend import ObjectInfo, RemoteCorrupt, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
-from .refs import (ENTRIES, ENTRY_RE, FILE_RE, FORMAT, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids, entry_key,
+from .refs import (ENTRIES, ENTRY_RE, FILE_RE, FORMAT, NAME_RE, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids, entry_key,
                    file_digest)
 from .signing import Signer, Verifier, canonical
 
@@ -168,6 +168,14 @@ class RemoteCache:
                 refs.append(ref)
         refs.sort(key=lambda r: (r.last_modified, r.entry_id), reverse=True)
         return refs
+
+    def kernel_entries(self, name: str) -> list[RemoteRef]:
+        """Entries of ``name`` under every source key, newest first (a miss that says what the
+        fleet holds under other keys). One list request."""
+        if not NAME_RE.match(name or ""):
+            raise ValueError(f"bad kernel name for the remote: {name!r}")
+        refs = [r for o in self.store.list(f"{ENTRIES}{name}/") if (r := self._ref(o, name)) is not None]
+        return sorted(refs, key=lambda r: (r.last_modified, r.entry_id), reverse=True)
 
     @staticmethod
     def _ref(o: ObjectInfo, name: str | None = None, skey: str | None = None) -> RemoteRef | None:
