@@ -39,9 +39,9 @@ ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "NVCC_PR
        "TVM_FFI_CUDA_ARCH_LIST", "TVM_FFI_GPU_BACKEND", "XDG_CACHE_HOME", "HOME", "FLASHINFER_WORKSPACE_BASE",
        "FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH")
 # KERNELCACHE_* values under which the full path must decide every call
-# (a kernel lock served or recorded: the loader checks or records each load, kernelcache.lockfile)
-_NEVER = ("KERNELCACHE_REBUILD", "KERNELCACHE_VERIFY_INSTALLED", "KERNELCACHE_NO_RECALL", "KERNELCACHE_LOCK",
-          "KERNELCACHE_LOCK_RECORD")
+# (a kernel lock recorded: the loader records each load, kernelcache.lockfile; one served is
+# recalled only from a load checked against it, the lock's stat witnessed: recall_write)
+_NEVER = ("KERNELCACHE_REBUILD", "KERNELCACHE_VERIFY_INSTALLED", "KERNELCACHE_NO_RECALL", "KERNELCACHE_LOCK_RECORD")
 _FALSE = ("", "0", "false", "no", "off")
 
 # What this process has loaded, shared with kernelcache.admit (one module object per entry).

@@ -81,6 +81,8 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
         return False
     if any("native" in f for f in (*spec.cflags, *spec.cuda_cflags)):
         return False
+    if settings.lock is not None and settings.lock_mode != "error":  # warn: each load says its drift
+        return False
     built = str(Layout(settings.cache_dir).area(BUILT))
     if not entry_path.startswith(built + os.sep):  # fetched from the fleet: checked against the installation
         return False
@@ -90,6 +92,12 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
         return False
     if w is None:
         return False
+    if settings.lock is not None:  # served under a kernel lock: the lock this load was checked against
+        from .lockfile.serve import checked_stat
+
+        seen = checked_stat(settings.lock)
+        if seen is None or not w[0].add(settings.lock, seen):
+            return False
     head = w[1]
     rec = (recall.FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
            b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.import_stamp(), note,

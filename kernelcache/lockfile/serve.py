@@ -23,7 +23,7 @@ from .format import LockFile, read
 if TYPE_CHECKING:  # pragma: no cover
     from ..loader import WarmResult
 
-_memo: dict[str, tuple[tuple[int, int, int], LockFile]] = {}  # path -> (stat, lock)
+_memo: dict[str, tuple[tuple[int, ...], LockFile]] = {}  # path -> (stat, lock)
 
 
 def _forget() -> None:
@@ -34,19 +34,26 @@ process_state.register("lockfile.serve.memo", _forget)
 
 
 def lock_of(path: str | os.PathLike[str]) -> LockFile:
-    """The lock at ``path``, parsed once per content (size, mtime, inode)."""
+    """The lock at ``path``, parsed once per content (size, mtime, ctime, inode)."""
     p = os.path.abspath(path)
     try:
         st = os.stat(p)
-        stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+        stamp: tuple[int, ...] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     except OSError:
-        stamp = (-1, -1, -1)
+        stamp = (-1, -1, -1, -1)
     got = _memo.get(p)
     if got is not None and got[0] == stamp:
         return got[1]
     lock = read(p)
     _memo[p] = (stamp, lock)
     return lock
+
+
+def checked_stat(path: str | os.PathLike[str]) -> list[int] | None:
+    """The stat (size, mtime, ctime, inode) of the lock at ``path`` as this process last read it:
+    what a recalled call must find again (``recall_write`` witnesses it), None if never read."""
+    got = _memo.get(os.path.abspath(path))
+    return None if got is None or got[0][0] < 0 else list(got[0])
 
 
 def enforce(spec: KernelSpec, s: Settings) -> None:

@@ -8,6 +8,7 @@ one compile after ready.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -95,3 +96,26 @@ print(json.dumps(kc.stats()))
     assert kc_env.compiles() == 1
     assert "adder: proj/include/kc_add.h changed (kernel lock" in out.stderr  # the warn line, then the build
     assert out.stderr.index("kc_add.h changed (kernel lock") < out.stderr.index("building adder")
+
+
+def test_a_locked_load_is_recalled_only_while_the_lock_it_was_checked_against_holds(kc_env, locked, tmp_path):
+    proj = tmp_path / "proj"
+    code = spec_code(proj) + """
+try:
+    print("SUM", kc.load(spec).add(2, 3))
+except kc.LockViolation as e:
+    print("REFUSED", e.spec_name, "|", "; ".join(e.drift))
+import sys
+print("LOADER", "kernelcache.loader" in sys.modules)
+"""
+    env = {"KERNELCACHE_LOCK": str(locked)}
+    first = kc_env.run_py(code, **env)
+    assert "SUM 5" in first.stdout and "LOADER True" in first.stdout  # checked against the lock, remembered
+    again = kc_env.run_py(code, **env)
+    assert "SUM 5" in again.stdout and "LOADER False" in again.stdout  # recalled: no loader, no check needed
+    data = json.loads(locked.read_text())
+    data["kernels"]["adder"]["archs"]["host"]["source_key"] = "0" * 64  # the lock moves under the memo
+    locked.write_text(json.dumps(data, indent=1))
+    refused = kc_env.run_py(code, **env)
+    assert "LOADER True" in refused.stdout and "REFUSED adder | " in refused.stdout, refused.stdout
+    assert kc_env.compiles() == 0
