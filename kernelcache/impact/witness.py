@@ -48,14 +48,21 @@ class Builder:
         self.groups: dict[str, dict[str, Any]] = {}
         self.tests: dict[str, list[str]] = {}
         self._installed: Any = None
+        self._blobs: dict[str, str | None] = {}  # path -> blob id (a file is in many groups)
+        self._dists: dict[str, env.Identity] = {}  # distribution -> its identity now
 
     def _group(self, gid: str, files: Iterable[str] = (), dirs: Iterable[str] = (),
                identities: dict[str, env.Identity] | None = None, **extra: Any) -> str:
         if gid not in self.groups:
-            self.groups[gid] = {"files": {p: _blob(self.root, p) for p in sorted(set(files))},
+            self.groups[gid] = {"files": {p: self._blob(p) for p in sorted(set(files))},
                                 "dirs": {d: _listing(self.files, d) for d in sorted(set(dirs))},
                                 "env": identities or {}, **extra}
         return gid
+
+    def _blob(self, p: str) -> str | None:
+        if p not in self._blobs:
+            self._blobs[p] = _blob(self.root, p)
+        return self._blobs[p]
 
     def add(self, t: "TestInfo") -> None:
         s = self.sel
@@ -94,9 +101,11 @@ class Builder:
         ids: dict[str, env.Identity] = {"python": {"kind": "python", "name": "Python", "version": env.python_version(),
                                                    "digest": ""}}
         for n in sorted(inst.closure(dists)):
-            found = env.find_dist(n)
-            ids[f"dist:{n}"] = {"kind": "dist", "name": n, "version": found[0] if found else env.ABSENT,
-                                "digest": found[1] if found else ""}
+            if n not in self._dists:
+                found = env.find_dist(n)
+                self._dists[n] = {"kind": "dist", "name": n, "version": found[0] if found else env.ABSENT,
+                                  "digest": found[1] if found else ""}
+            ids[f"dist:{n}"] = self._dists[n]
         return self._group(gid, identities=ids)
 
     def _kernel(self, name: str) -> str:
@@ -140,12 +149,13 @@ def verify(witness: dict[str, Any], start: Path | str | None = None) -> list[str
     test (``[]``: all hold). ``start``: a directory in the repository (default: the recorded root)."""
     root = repo_root(start) if start is not None else Path(witness.get("root") or ".")
     files = repo_files(root)
+    blobs: dict[str, str | None] = {}
     broken: dict[str, list[str]] = {}
     cache: dict[str, env.Identity] = {}
     for gid, g in (witness.get("groups") or {}).items():
         why = []
         for p, blob in (g.get("files") or {}).items():
-            now = _blob(root, p)
+            now = blobs[p] if p in blobs else blobs.setdefault(p, _blob(root, p))
             if now != blob:
                 why.append(f"{p} {_short(blob)} -> {_short(now)}")
         for d, dig in (g.get("dirs") or {}).items():
