@@ -186,13 +186,13 @@ def _load(so: str, how: str, name: str) -> Any:
     """Load as the entry's kind admits it (``kinds.base.Kind.recall_load``)."""
     if how == "path":  # an executable: handed out, never loaded
         return so
-    if how in ("torch_python", "torch_library"):
-        import torch  # the binary links libtorch: its libraries first
     if ":" in how:  # a kind's own lean load (``MODULE:FUNCTION``, a kind outside the package)
-        from importlib import import_module
+        import importlib
 
         module, _, attr = how.partition(":")
-        return getattr(import_module(module), attr)(so, name)
+        return getattr(importlib.import_module(module), attr)(so, name)
+    if how in ("torch_python", "torch_library"):
+        import torch  # the binary links libtorch: its libraries first
 
         if how == "torch_library":
             torch.ops.load_library(so)

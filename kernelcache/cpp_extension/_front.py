@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import recall
 from . import _torch_side, _versions
+from ..dropin.params import bind, digest
 from ._params import LOAD, LOAD_INLINE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +39,7 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
     if (settings is None and not (with_sycl or extra_sycl_cflags) and not _links_objects(sources, extra_ldflags)
             and _arch_fixed(with_cuda, [str(p).endswith((".cu", ".cuh")) for p in _strs_all((sources,))])):
         try:
-            call = (*LOAD.digest(args), recall.real_paths(_strs(sources)),
+            call = (*digest(LOAD, args), recall.real_paths(_strs(sources)),
                     recall.real_paths(_strs(extra_include_paths)), _env())
         except TypeError:  # arguments that are not plain data: the full path reports them
             call = None
@@ -48,7 +49,7 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
             return got
     from . import _api
 
-    return _api.load(**LOAD.bind(args), settings=settings, _recall=d)
+    return _api.load(**bind(LOAD, args), settings=settings, _recall=d)
 
 
 def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functions=None, extra_cflags=None,
@@ -63,7 +64,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
     if (settings is None and not (with_sycl or sycl_sources or extra_sycl_cflags or use_pch)
             and not _links_objects(extra_ldflags) and _arch_fixed(with_cuda, [bool(cuda_sources)])):
         try:
-            call = (*LOAD_INLINE.digest(args), recall.real_paths(_strs(extra_include_paths)), _env())
+            call = (*digest(LOAD_INLINE, args), recall.real_paths(_strs(extra_include_paths)), _env())
         except TypeError:  # arguments that are not plain data: the full path reports them
             call = None
         d = recall.digest("torch.load_inline", call) if call is not None else None
@@ -72,7 +73,7 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
             return got
     from . import _api
 
-    return _api.load_inline(**LOAD_INLINE.bind(args), settings=settings, _recall=d)
+    return _api.load_inline(**bind(LOAD_INLINE, args), settings=settings, _recall=d)
 
 
 def _recalled(name: Any, d: str, verbose: bool, build_directory: Any) -> Any:

@@ -3,30 +3,34 @@ what a recalled call keys (lists as plain strings, switches as bools, as the ful
 them), what it leaves out and why."""
 from __future__ import annotations
 
-from ..dropin.params import Param, ParamTable, ignored
+from ..dropin.params import table
 from ._torch_side import strs
 
 _SYCL = "a call with SYCL inputs is never recalled (torch's own path builds it)"
 _DIR = "where torch would build; kernelcache builds privately and only copies the answer's binary there"
 _VERBOSE = "what is printed, not what is loaded"
 _KEEP = "torch's build directory's intermediates; kernelcache's entries are immutable either way"
+_LISTS = ("sources", "cpp_sources", "cuda_sources", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+          "extra_include_paths")
+_SWITCHES = ("is_python_module", "is_standalone", "with_pytorch_error_handling", "no_implicit_headers")
 
 
-LOAD = ParamTable("torch.utils.cpp_extension:load", (
-    Param("name"), Param("sources", plain=strs), Param("extra_cflags", plain=strs),
-    Param("extra_cuda_cflags", plain=strs), ignored("extra_sycl_cflags", _SYCL), Param("extra_ldflags", plain=strs),
-    Param("extra_include_paths", plain=strs), ignored("build_directory", _DIR), ignored("verbose", _VERBOSE),
-    Param("with_cuda"), ignored("with_sycl", _SYCL), Param("is_python_module", plain=bool),
-    Param("is_standalone", plain=bool), ignored("keep_intermediates", _KEEP),
-))
-LOAD_INLINE = ParamTable("torch.utils.cpp_extension:load_inline", (
-    Param("name"), Param("cpp_sources", plain=strs), Param("cuda_sources", plain=strs),
-    ignored("sycl_sources", _SYCL), Param("functions"), Param("extra_cflags", plain=strs),
-    Param("extra_cuda_cflags", plain=strs), ignored("extra_sycl_cflags", _SYCL), Param("extra_ldflags", plain=strs),
-    Param("extra_include_paths", plain=strs), ignored("build_directory", _DIR), ignored("verbose", _VERBOSE),
-    Param("with_cuda"), ignored("with_sycl", _SYCL), Param("is_python_module", plain=bool),
-    Param("with_pytorch_error_handling", plain=bool), ignored("keep_intermediates", _KEEP),
-    ignored("use_pch", "a call with use_pch is never recalled (it publishes a header for torch)"),
-    Param("no_implicit_headers", plain=bool),
-))
+def _plain(names: tuple[str, ...]) -> dict:
+    return {**{n: strs for n in names if n in _LISTS}, **{n: bool for n in names if n in _SWITCHES}}
+
+
+_LOAD = ("name", "sources", "extra_cflags", "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags",
+         "extra_include_paths", "build_directory", "verbose", "with_cuda", "with_sycl", "is_python_module",
+         "is_standalone", "keep_intermediates")
+LOAD = table("torch.utils.cpp_extension:load", _LOAD, {
+    "extra_sycl_cflags": _SYCL, "build_directory": _DIR, "verbose": _VERBOSE, "with_sycl": _SYCL,
+    "keep_intermediates": _KEEP}, _plain(_LOAD))
+_LOAD_INLINE = ("name", "cpp_sources", "cuda_sources", "sycl_sources", "functions", "extra_cflags",
+                "extra_cuda_cflags", "extra_sycl_cflags", "extra_ldflags", "extra_include_paths", "build_directory",
+                "verbose", "with_cuda", "with_sycl", "is_python_module", "with_pytorch_error_handling",
+                "keep_intermediates", "use_pch", "no_implicit_headers")
+LOAD_INLINE = table("torch.utils.cpp_extension:load_inline", _LOAD_INLINE, {
+    "sycl_sources": _SYCL, "extra_sycl_cflags": _SYCL, "build_directory": _DIR, "verbose": _VERBOSE,
+    "with_sycl": _SYCL, "keep_intermediates": _KEEP,
+    "use_pch": "a call with use_pch is never recalled (it publishes a header for torch)"}, _plain(_LOAD_INLINE))
 TABLES = (LOAD, LOAD_INLINE)

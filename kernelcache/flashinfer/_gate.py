@@ -16,7 +16,7 @@ from typing import Any
 from ._params import JIT_SPEC
 
 TESTED_VERSIONS = ("0.7.4",)
-KNOWN_FIELDS = frozenset(JIT_SPEC.names)  # the fields the parameter table declares
+KNOWN_FIELDS = frozenset(JIT_SPEC[1])  # the fields the parameter table declares
 # Environment that changes FlashInfer's command lines in ways the route does not mirror.
 _FOREIGN_TOOLS = ("FLASHINFER_NVCC", "FLASHINFER_CXX_LAUNCHER", "FLASHINFER_NVCC_LAUNCHER")
 _said: set[tuple[str | None, str]] = set()

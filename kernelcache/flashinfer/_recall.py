@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import recall
 from . import _snapshot
+from ..dropin.params import digest as keyed, fields
 from ._params import JIT_SPEC
 
 
@@ -42,7 +43,7 @@ def digest(jit_spec: Any) -> str | None:
         sources = [str(p) for p in jit_spec.sources]
         gen = [p for p in jit_spec.sources if _snapshot.is_generated(p, fi_env.FLASHINFER_GEN_SRC_DIR)]
         files = _snapshot.files_of(list(gen)) if gen else {}
-        call = (*JIT_SPEC.digest(JIT_SPEC.fields(jit_spec)),
+        call = (*keyed(JIT_SPEC, fields(JIT_SPEC, jit_spec)),
                 recall.real_paths(list(jit_spec.extra_include_dirs or ())), recall.real_paths(sources),
                 sorted((k, hashlib.sha256(v).hexdigest()) for k, v in files.items()), _version_facts())
     except (OSError, TypeError, AttributeError):

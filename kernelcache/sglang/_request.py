@@ -14,7 +14,7 @@ from typing import Any
 
 from ._params import LOAD_JIT
 
-_PARAMS = tuple(n for n in LOAD_JIT.names if n != "args")  # load_jit's keyword-only parameters
+_PARAMS = tuple(n for n in LOAD_JIT[1] if n != "args")  # load_jit's keyword-only parameters
 
 
 class Request:

@@ -4,14 +4,33 @@ call (and any ``settings=``) takes the full path in :mod:`._api`.
 Why a module of its own: ``import kernelcache.tvm_ffi`` and the first warm load of a process
 import only this and :mod:`kernelcache.recall` (benchmarks/bench_dropin_import.py); the argument
 handling, the loader and the toolchain are imported when a call is not recalled. The digest and
-the call through come from tvm-ffi's parameter tables (``_params``).
+the call through come from tvm-ffi's parameter tables (``LOAD_INLINE``, ``LOAD``; ``_params``).
 """
 from __future__ import annotations
 
+from itertools import filterfalse
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .. import recall
-from ._params import LOAD, LOAD_INLINE
+
+# The parameter tables of tvm_ffi.cpp.load_inline / load (plain tables, ``dropin.params``; here and not
+# in ``_params``, which has the build tables: no module import on the warm path). The fronts' own
+# signatures are the tables' plus ``settings`` (tests/kinds/test_foreign_params.py). Digest and call
+# through are spelled with builtins (``dropin.params.digest``/``bind``): no code object more on the
+# warm path; ``args`` is the frame's ``locals()``, which a tracer may refresh with more names, so the
+# call through takes the table's names from it.
+_DIR = ("where tvm-ffi would build; kernelcache builds in a private directory and never reads it for a load "
+        "(build/build_inline copy the validated binary there)")
+_ALIVE = "whether the returned module keeps itself loaded: applied to the answer after it is found, not part of it"
+LOAD_INLINE = ("tvm_ffi.cpp:load_inline",
+               ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
+                "extra_ldflags", "extra_include_paths", "build_directory", "embed_cubin", "keep_module_alive",
+                "backend"),
+               {"build_directory": _DIR, "keep_module_alive": _ALIVE}, {})
+LOAD = ("tvm_ffi.cpp:load",
+        ("name", "sources", "cpp_files", "cuda_files", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+         "extra_include_paths", "build_directory", "keep_module_alive", "backend"),
+        {"build_directory": _DIR, "keep_module_alive": _ALIVE}, {})
 
 if TYPE_CHECKING:  # pragma: no cover
     from tvm_ffi import Module
@@ -42,13 +61,16 @@ def load_inline(
     args = locals()
     d = None
     if settings is None and not _links_objects(extra_ldflags):
-        d = recall.digest("tvm_ffi.load_inline", (*LOAD_INLINE.digest(args), recall.real_paths(extra_include_paths)))
+        d = recall.digest("tvm_ffi.load_inline", (*map(args.__getitem__, filterfalse(LOAD_INLINE[2].__contains__,
+                                                                                      LOAD_INLINE[1])),
+                                                  recall.real_paths(extra_include_paths)))
         mod = recall.recall(d) if d is not None else None
         if mod is not None:
             return mod
     from . import _api
 
-    return _api.load_inline(**LOAD_INLINE.bind(args), settings=settings, _recall=d)
+    return _api.load_inline(**dict(zip(LOAD_INLINE[1], map(args.__getitem__, LOAD_INLINE[1]))), settings=settings,
+                            _recall=d)
 
 
 def load(
@@ -73,14 +95,15 @@ def load(
     args = locals()
     d = None
     if settings is None and not _links_objects(sources, cpp_files, cuda_files, extra_ldflags):
-        d = recall.digest("tvm_ffi.load", (*LOAD.digest(args), [recall.real_paths(g) for g in (sources, cpp_files, cuda_files,
-                                                                                       extra_include_paths)]))
+        d = recall.digest("tvm_ffi.load", (*map(args.__getitem__, filterfalse(LOAD[2].__contains__, LOAD[1])),
+                                           [recall.real_paths(g) for g in (sources, cpp_files, cuda_files,
+                                                                           extra_include_paths)]))
         mod = recall.recall(d) if d is not None else None
         if mod is not None:
             return mod
     from . import _api
 
-    return _api.load(**LOAD.bind(args), settings=settings, _recall=d)
+    return _api.load(**dict(zip(LOAD[1], map(args.__getitem__, LOAD[1]))), settings=settings, _recall=d)
 
 
 def _links_objects(*groups: Any) -> bool:
