@@ -22,17 +22,18 @@ from .. import recall
 _DIR = ("where tvm-ffi would build; kernelcache builds in a private directory and never reads it for a load "
         "(build/build_inline copy the validated binary there)")
 _ALIVE = "whether the returned module keeps itself loaded: applied to the answer after it is found, not part of it"
-LOAD_INLINE = ("tvm_ffi.cpp:load_inline",
+LOAD_INLINE: Table = ("tvm_ffi.cpp:load_inline",
                ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags", "extra_cuda_cflags",
                 "extra_ldflags", "extra_include_paths", "build_directory", "embed_cubin", "keep_module_alive",
                 "backend"),
                {"build_directory": _DIR, "keep_module_alive": _ALIVE}, {})
-LOAD = ("tvm_ffi.cpp:load",
+LOAD: Table = ("tvm_ffi.cpp:load",
         ("name", "sources", "cpp_files", "cuda_files", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
          "extra_include_paths", "build_directory", "keep_module_alive", "backend"),
         {"build_directory": _DIR, "keep_module_alive": _ALIVE}, {})
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..dropin.params import Table
     from tvm_ffi import Module
 
     from ..settings import Settings
