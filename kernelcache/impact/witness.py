@@ -38,6 +38,13 @@ def _listing(files: Iterable[str], d: str) -> str:
     return env.digest(sorted(f for f in files if posixpath.dirname(f) == d))
 
 
+def _by_dir(files: Iterable[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for f in files:
+        out.setdefault(posixpath.dirname(f), []).append(f)
+    return out
+
+
 class Builder:
     """Witness groups for one selection (each group computed once)."""
 
@@ -45,6 +52,7 @@ class Builder:
         self.sel = sel
         self.root = Path(sel.cs.root or ".")
         self.files = repo_files(self.root)
+        self.by_dir = _by_dir(self.files)
         self.groups: dict[str, dict[str, Any]] = {}
         self.tests: dict[str, list[str]] = {}
         self._installed: Any = None
@@ -55,7 +63,7 @@ class Builder:
                identities: dict[str, env.Identity] | None = None, **extra: Any) -> str:
         if gid not in self.groups:
             self.groups[gid] = {"files": {p: self._blob(p) for p in sorted(set(files))},
-                                "dirs": {d: _listing(self.files, d) for d in sorted(set(dirs))},
+                                "dirs": {d: _listing(self.by_dir.get(d, ()), d) for d in sorted(set(dirs))},
                                 "env": identities or {}, **extra}
         return gid
 
@@ -148,7 +156,7 @@ def verify(witness: dict[str, Any], start: Path | str | None = None) -> list[str
     """Every witness that no longer holds on the current tree and environment, one line per
     test (``[]``: all hold). ``start``: a directory in the repository (default: the recorded root)."""
     root = repo_root(start) if start is not None else Path(witness.get("root") or ".")
-    files = repo_files(root)
+    by_dir = _by_dir(repo_files(root))
     blobs: dict[str, str | None] = {}
     broken: dict[str, list[str]] = {}
     cache: dict[str, env.Identity] = {}
@@ -159,7 +167,7 @@ def verify(witness: dict[str, Any], start: Path | str | None = None) -> list[str
             if now != blob:
                 why.append(f"{p} {_short(blob)} -> {_short(now)}")
         for d, dig in (g.get("dirs") or {}).items():
-            if _listing(files, d) != dig:
+            if _listing(by_dir.get(d, ()), d) != dig:
                 why.append(f"{d or '.'}/ lists other files")
         for key, was in (g.get("env") or {}).items():
             ck = key if key != "headers" else f"headers:{was.get('digest')}"
