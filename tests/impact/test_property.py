@@ -31,11 +31,16 @@ from kernelcache.impact.api import affected
 
 from .env_project import ENV_TESTS, Environment, env_files
 from .gen_project import ALL, UNDECLARED_FILES, UNDECLARED_TESTS, Project, git
+from .scope_project import PYPROJECT, SCOPE_FILES, SCOPED_TESTS
 from .submodule_project import SUB, SUB_FILES, SUB_TESTS, TAGS, checkout, make_project, reset_hard
 
 FILES = {**SUB_FILES, **UNDECLARED_FILES}  # and a kernel no specs module declares (loaded in its test)
+# and kernels loaded by fixtures of every scope and at module import, a conftest's import-time read,
+# subprocess tests (one declaring its input): scope_project
+FILES.update({**SCOPE_FILES, "pyproject.toml": PYPROJECT})
 
-SEEDS = (11, 22, 33, 44)
+SEEDS = (11, 22, 33, 44, 55, 66)
+SCOPE_WORDS = ("kern_e", "kern_f", "kern_g", "kern_h", "scoped", "conftest_golden", "mod_value", "sub_input")
 EDITS_PER_SEED = 52
 _NUMBER = re.compile(r"\d+")
 
@@ -46,6 +51,10 @@ NEW_TESTS = [
     "from pathlib import Path\n\n\ndef test_new():\n"
     "    assert (Path(__file__).resolve().parents[1] / 'docs' / 'notes.md').read_text().startswith('# Notes')\n",
     "import pyutil2\n\n\ndef test_new():\n    assert pyutil2.EXTRA == 1\n",
+]
+NEW_SCOPED_TESTS = [  # under tests/scoped/: the session and package fixtures of its conftest
+    "def test_new(kern_e):\n    assert kern_e.fe(3) == 53\n",
+    "def test_new(kern_f, golden):\n    assert kern_f.ff(0) + golden == 67\n",
 ]
 SUB_STRAY = ["include/minilib/extra.h", "notes.txt"]  # inside the submodule
 STRAY = ["csrc/kern_a/shared.h", "csrc/kern_a/a_extra.h", "csrc/kern_b/b_extra.h", "csrc/kern_c/notes.txt",
@@ -84,7 +93,7 @@ class Editor:
         return self.rng.choice(cands) if cands else None
 
     def _number(self) -> str | None:
-        f = self._pick(lambda f: f != "tests/conftest.py")
+        f = self._pick(lambda f: not f.endswith("conftest.py"))
         if f is None:
             return None
         text = (self.p.path / f).read_text()
@@ -97,7 +106,7 @@ class Editor:
         return f"number in {f}: {m.group(0)} -> {new}"
 
     def _comment(self) -> str | None:
-        f = self._pick(lambda f: f != "tests/conftest.py")
+        f = self._pick(lambda f: not f.endswith("conftest.py"))
         if f is None:
             return None
         mark = {".py": "# touched\n", ".cc": "// touched\n", ".h": "// touched\n", ".cuh": "// touched\n",
@@ -107,7 +116,7 @@ class Editor:
         return f"comment in {f}"
 
     def _rename(self) -> str | None:
-        f = self._pick(lambda f: f != "tests/conftest.py")
+        f = self._pick(lambda f: not f.endswith("conftest.py"))
         if f is None:
             return None
         stem, dot, ext = f.rpartition(".")
@@ -123,7 +132,7 @@ class Editor:
         return f"rename {f} -> {new}"
 
     def _delete(self) -> str | None:
-        f = self._pick(lambda f: f != "tests/conftest.py")
+        f = self._pick(lambda f: not f.endswith("conftest.py"))
         if f is None:
             return None
         (self.p.path / f).unlink()
@@ -132,8 +141,9 @@ class Editor:
     def _add(self) -> str | None:
         if self.rng.random() < 0.35:
             self.n_new += 1
-            rel = f"tests/test_new{self.n_new}.py"
-            self.p.write(rel, self.rng.choice(NEW_TESTS))
+            scoped = self.rng.random() < 0.3
+            rel = f"tests/{'scoped/' if scoped else ''}test_new{self.n_new}.py"
+            self.p.write(rel, self.rng.choice(NEW_SCOPED_TESTS if scoped else NEW_TESTS))
             return f"add {rel}"
         rel = self.rng.choice(STRAY)
         if (self.p.path / rel).exists():
@@ -204,7 +214,8 @@ def covered(n: str, res: dict, recorded: set[str] = frozenset()) -> bool:
         return True
     f = n.split("::", 1)[0]
     return n in res["selected"] or f in res["new_files"] or ("::" not in n and f in res["files"]) or \
-        (n not in recorded and f in res["files"])
+        (n not in recorded and f in res["files"]) or \
+        ("::" not in n and any(g.startswith(n + "/") for g in res["files"]))  # a directory's conftest failed
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -216,12 +227,12 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatc
     warm = proj.pytest()  # the map is recorded on a warm cache: kd's load in its test is recalled
     assert warm.rc == 0, warm.out
     first = proj.record()
-    assert first.rc == 0 and set(first.summary) == ALL | SUB_TESTS | UNDECLARED_TESTS | ENV_TESTS, first.out
+    assert first.rc == 0 and set(first.summary) == ALL | SUB_TESTS | UNDECLARED_TESTS | SCOPED_TESTS | ENV_TESTS, first.out
     ed = Editor(proj, rng, proj.head())
     base_out = first.summary
     cache = tmp_path / "import-facts.json"
     stats = {"edits": 0, "changed": 0, "everything": 0, "deselected": 0, "plugin_checked": 0, "session_broken": 0,
-             "submodule": 0, "crashed": 0, "undeclared": 0, "environment": 0}
+             "submodule": 0, "crashed": 0, "undeclared": 0, "scoped": 0, "environment": 0}
     for i in range(EDITS_PER_SEED):
         base = proj.head()
         what = env.upgrade(rng) if rng.random() < 0.06 else ed.apply()
@@ -231,6 +242,7 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatc
         stats["edits"] += 1
         stats["submodule"] += SUB in what
         stats["undeclared"] += "kern_d" in what or "test_d" in what
+        stats["scoped"] += any(w in what for w in SCOPE_WORDS)
         stats["environment"] += what.startswith("environment:")
         if res["everything"]:
             stats["everything"] += 1
