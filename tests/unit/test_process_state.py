@@ -8,7 +8,9 @@ memo, proof through the public API that ``kernelcache.reset_process_state()`` re
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
+import json
 import pkgutil
 import stat
 from pathlib import Path
@@ -37,6 +39,7 @@ MEMOS = {
     "kinds/registry.py": {"kinds.registry.plugins"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
+    "storage/prebuilt_sign.py": {"prebuilt_sign.verifiers"},
     "installed.py": {"installed.listings"},
     "system_packages.py": {"system_packages.listings"},
     "fleet.py": {"fleet.clients"},
@@ -205,6 +208,32 @@ def test_companion_roots_are_forgotten(tmp_path):
     assert prebuilt.entry_point_roots(s) is first
     kc.reset_process_state()
     assert prebuilt.entry_point_roots(s) is not first
+
+
+def test_prebuilt_verify_keys_and_hashed_binaries_are_forgotten(tmp_path):
+    """A root's verify keys are parsed once per process and a signed binary hashed once per stat:
+    a reset reads a replaced key file again (a key rotated in place is not trusted from memory)."""
+    pytest.importorskip("cryptography")
+    from kernelcache.storage import prebuilt_sign
+    from kernelcache.storage.remote import signing
+
+    signing.keygen(tmp_path / "a.key", tmp_path / "a.pub")
+    signing.keygen(tmp_path / "b.key", tmp_path / "b.pub")
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    (entry / "k.so").write_bytes(b"\x7fELF binary")
+    manifest = json.dumps({"so_name": "k.so", "so_size": 11, "so_sha256": hashlib.sha256(b"\x7fELF binary").hexdigest()})
+    (entry / "manifest.json").write_text(manifest)
+    prebuilt_sign.sign_entry(entry, tmp_path / "b.key")
+
+    def why() -> str | None:
+        return prebuilt_sign.refusal(entry, manifest.encode(), json.loads(manifest), (tmp_path / "a.pub",))
+
+    assert "signed by unknown key" in (why() or "")
+    (tmp_path / "a.pub").write_bytes((tmp_path / "b.pub").read_bytes())  # the trusted key file replaced
+    assert "signed by unknown key" in (why() or "")  # remembered
+    kc.reset_process_state()
+    assert why() is None
 
 
 def test_kernels_settings_are_forgotten(tmp_path):
