@@ -9,7 +9,8 @@ it needs nvcc to spell its own flags (``--flashinfer`` adds it where that works)
 
 Timed, alternating sides, N repetitions of fresh interpreters, medians:
 * ``locked``: ``kernelcache.lockfile.preload(LOCK)`` (what ``kernelcache warm --lock LOCK`` runs):
-  the lock read, every kernel's inputs hashed and source key computed, then ``kc.warm``;
+  the lock read, then ``kc.warm`` under it: each kernel served without building and the served
+  entry compared with its block (source key, header digests; the full re-hash only on a mismatch);
 * ``unlocked``: ``kc.warm`` of the same KernelSpecs with no lock set; they are rebuilt from the lock
   file inside the timed part too (an unlocked app builds them in its own code: the same imports,
   ``kernelcache.kernels`` for the shipped one), so the difference is the lock's own checks.

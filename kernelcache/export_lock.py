@@ -2,8 +2,9 @@
 
 Why from the lock and not from the app: a CPU runner (no GPU, no app, no model) builds what the
 service will load, each kernel from its lock block's "what rebuilds it" (the KernelSpec as data;
-a foreign route's call, e.g. FlashInfer's ``MODULE:FUNCTION(args)``, where the spec's generated
-sources are not on this host). A kernel whose locked inputs moved, or whose key here is not the
+a drop-in's generated sources from the lock's sidecar ``<lock>.sources/``, written into this
+host's cache first, so an empty cache builds them; a foreign route's recorded call, e.g.
+FlashInfer's ``MODULE:FUNCTION(args)``, where neither has them). A kernel whose locked inputs moved, or whose key here is not the
 locked one, is reported and not built: the root must hold what the lock names, so the node's
 locked serving (``KERNELCACHE_LOCK``) admits it. Then ``pack`` (wheel), ``pack --oci`` and
 ``push`` work on the root as on any other.
@@ -107,6 +108,7 @@ def build_locked(lock_path: str | os.PathLike[str], archs: list[str], out: Path,
     from .lockfile import read
     from .lockfile.drift import inputs_drift
     from .lockfile.paths import Anchors, spec_from_data
+    from .lockfile.sidecar import restore
 
     path = os.path.abspath(lock_path)
     lock = read(path)
@@ -117,6 +119,7 @@ def build_locked(lock_path: str | os.PathLike[str], archs: list[str], out: Path,
     report: list[dict[str, Any]] = []
     for name, k in sorted(lock.kernels.items()):
         try:
+            restore(k, a, path)  # a drop-in's generated sources, from the lock's sidecar into this cache
             spec = spec_from_data(k.rebuild["spec"], a)
         except (KernelCacheError, KeyError, TypeError, ValueError) as e:
             report.append(_row(name, HOST, "failed", reason=f"its lock block does not rebuild it here: {e}"))

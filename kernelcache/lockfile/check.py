@@ -46,7 +46,20 @@ def spec_of(k: KernelLock, a: Anchors, s: Settings) -> KernelSpec:
             found = []
         if found:
             return found[0]
+    restore(k, a)
     return spec_from_data(k.rebuild["spec"], a)
+
+
+def restore(k: KernelLock, a: Anchors) -> None:
+    """A drop-in's generated sources back from the lock's sidecar (``sidecar.restore``) where
+    this host's cache lacks them: best effort (a read-only cache names the missing input later)."""
+    if "generated" in k.rebuild:
+        from .sidecar import restore as _restore
+
+        try:
+            _restore(k, a, a.lock_path)
+        except KernelCacheError:
+            pass
 
 
 def _tools_drift(k: KernelLock, spec: KernelSpec, s: Settings) -> tuple[list[str], list[str]]:

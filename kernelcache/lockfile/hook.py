@@ -1,8 +1,8 @@
 """The loader's one call into the lock (``loader.load_with_result``): cheap when no lock is set.
 
 Why a module of its own: the loader imports it on every load, so it holds only the test
-"is a lock in play" and defers everything else to :mod:`.serve` (the check before any build
-step) and :mod:`.record` (the block written after the load).
+"is a lock in play" and defers everything else to :mod:`.serve` (a load that builds nothing,
+checked against the lock, before any build step) and :mod:`.record` (the block written after the load).
 """
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ def run(spec: "KernelSpec", s: "Settings", pipeline: Callable[["KernelSpec", "Se
     """``pipeline(spec, s)`` under the lock: refused (or warned about) before it starts when the
     lock does not describe ``spec`` here; recorded after it when ``s.lock_record`` is set."""
     if s.lock is not None:
-        from .serve import enforce
+        from .serve import served
 
-        enforce(spec, s)
-    mod, res = pipeline(spec, s)
+        mod, res = served(spec, s, pipeline)
+    else:
+        mod, res = pipeline(spec, s)
     if s.lock_record is not None:
         from .record import note
 

@@ -25,7 +25,8 @@ class Anchors:
     """The anchors of one lock file on this host, longest prefix first."""
 
     def __init__(self, lock_path: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> None:
-        self.base = os.path.dirname(os.path.abspath(lock_path))
+        self.lock_path = os.path.abspath(lock_path)
+        self.base = os.path.dirname(self.lock_path)
         try:
             pairs = machine_anchors()
         except ToolchainError:

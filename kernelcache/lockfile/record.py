@@ -21,6 +21,7 @@ from ..errors import KernelCacheError, ToolchainError
 from ..plan import ROOT
 from ..settings import Settings
 from ..spec import KernelSpec
+from . import sidecar
 from .format import HOST_ARCH, ArchLock, KernelLock, merge_into
 from .paths import Anchors, spec_to_data
 
@@ -97,7 +98,10 @@ def kernel_block(spec: KernelSpec, s: Settings, entry_path: str, lock_path: str 
                    toolchain=toolchain_of(m.inputs))
     fns = spec.functions if isinstance(spec.functions, Mapping) else {}  # a dict after __post_init__
     schema = {str(k): v for k, v in (m.schemas or fns).items()}
-    return KernelLock(name=spec.name, kind=spec.kind, root=a.to_lock(spec.root), rebuild=_rebuild(spec, a),
+    root, rebuild = a.to_lock(spec.root), _rebuild(spec, a)
+    if sidecar.is_generated(root):  # a drop-in's generated sources: kept beside the lock
+        rebuild["generated"] = sidecar.save(spec.root, lock_path)
+    return KernelLock(name=spec.name, kind=spec.kind, root=root, rebuild=rebuild,
                       inputs=inputs, schema=schema, archs={label: rec})
 
 
