@@ -28,18 +28,19 @@ import sys
 
 from . import process_state
 from .anchors import ROOT
+from .records import FrozenRecord
 
 
-class Group:
+class Group(FrozenRecord):
     """One trusted distribution: its RECORD (anchored) and that file's stat, its label, the
     indices of its headers, and the directory it is installed in (anchored) with its stat."""
 
-    __slots__ = ("record", "stat", "label", "members", "root", "root_stat")
-
-    def __init__(self, record: str, stat: tuple[int, ...], label: str, members: list[int], root: str,
-                 root_stat: tuple[int, ...]) -> None:
-        self.record, self.stat, self.label, self.members = record, stat, label, members
-        self.root, self.root_stat = root, root_stat
+    record: str
+    stat: tuple[int, ...]
+    label: str
+    members: list[int]
+    root: str
+    root_stat: tuple[int, ...]
 
 
 def record_stat(path: str) -> tuple[int, ...]:

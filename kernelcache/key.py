@@ -13,6 +13,7 @@ import re
 from . import toolchain
 from .anchors import anchor_path, anchors_for, resolve_anchor, root_relative
 from .level1 import canonical_hash
+from .records import FrozenRecord, field
 from .plan import BuildPlan
 
 
@@ -79,18 +80,15 @@ def entry_id(key1: str, deps: list[dict], absent: list[str]) -> str:
     return canonical_hash([key1, [[d["path"], d["xxh3"]] for d in deps], absent])[:32]
 
 
-class DepCheck:
-    """Did the recorded dependencies hold (a plain class: on every load's path)."""
+class DepCheck(FrozenRecord):
+    """Did the recorded dependencies hold."""
 
-    __slots__ = ("ok", "reason", "refreshed", "n_stat", "n_trusted", "retrust")
-
-    def __init__(self, ok: bool, reason: str = "", refreshed: dict[str, list[int]] | None = None,
-                 n_stat: int = 0, n_trusted: int = 0, retrust: bool = False) -> None:
-        self.ok, self.reason = ok, reason
-        self.refreshed = {} if refreshed is None else refreshed  # path -> new stat (bytes equal)
-        self.n_stat = n_stat  # dependency files stat-ed
-        self.n_trusted = n_trusted  # files trusted through their installed distribution's RECORD
-        self.retrust = retrust  # a distribution's RECORD moved (reinstall): derive the trust again
+    ok: bool
+    reason: str = ""
+    refreshed: dict[str, list[int]] = field(default_factory=dict)  # path -> new stat (bytes equal)
+    n_stat: int = 0  # dependency files stat-ed
+    n_trusted: int = 0  # files trusted through their installed distribution's RECORD
+    retrust: bool = False  # a distribution's RECORD moved (reinstall): derive the trust again
 
 
 def check_deps(deps: list[dict], absent: list[str], anchors: list[tuple[str, str]],

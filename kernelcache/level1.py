@@ -14,6 +14,7 @@ from typing import Mapping
 from . import native, toolchain
 from .anchors import anchor_path, anchor_text, anchors_for
 from .plan import BuildPlan
+from .records import FrozenRecord, field
 from .settings import Settings
 from .spec import KernelSpec
 
@@ -52,15 +53,12 @@ def extra_inputs(spec: KernelSpec, kind_inputs: Mapping[str, str]) -> dict:
     return out
 
 
-class Level1:
-    """The level-1 key of a plan and the inputs it covers (a plain class: on every load's path)."""
+class Level1(FrozenRecord):
+    """The level-1 key of a plan and the inputs it covers."""
 
-    __slots__ = ("key", "inputs", "source_hashes")
-
-    def __init__(self, key: str, inputs: dict, source_hashes: dict[str, str] | None = None) -> None:
-        self.key = key
-        self.inputs = inputs  # clear-text inputs, stored in the manifest for `explain`
-        self.source_hashes = {} if source_hashes is None else source_hashes
+    key: str
+    inputs: dict  # clear-text inputs, stored in the manifest for `explain`
+    source_hashes: dict[str, str] = field(default_factory=dict)
 
 
 def level1(plan: BuildPlan, settings: Settings, sources: dict[str, str] | None = None) -> Level1:

@@ -10,7 +10,7 @@ annotations (``__init_subclass__``) and one shared ``__init__`` fills it in.
 from __future__ import annotations
 
 import sys
-from typing import Any, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, TypeVar, cast
 
 if sys.version_info >= (3, 11):
     from typing import dataclass_transform
@@ -19,10 +19,23 @@ else:  # pragma: no cover - 3.10: the marker is for type checkers only
         return lambda cls: cls
 
 _R = TypeVar("_R", bound="FrozenRecord")
+_T = TypeVar("_T")
 _MISSING = object()
 
 
-@dataclass_transform(frozen_default=True)
+class _Factory:
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def field(*, default_factory: Callable[[], _T]) -> _T:
+    """A field whose default is made per record (``field(default_factory=dict)``), as dataclasses'."""
+    return cast(_T, _Factory(default_factory))
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
 class FrozenRecord:
     """Frozen-record behaviour of ``@dataclass(frozen=True)``: fields by position or keyword,
     defaults, ``__post_init__``, eq, hash, repr, ``__match_args__``, ``FrozenInstanceError``,
@@ -68,7 +81,13 @@ class FrozenRecord:
         for name in self._FIELDS:
             if name not in values and name not in self._DEFAULTS:
                 raise TypeError(f"{cls}.__init__() missing required argument: {name!r}")
-            object.__setattr__(self, name, values[name] if name in values else self._DEFAULTS[name])
+            if name in values:
+                value = values[name]
+            else:
+                value = self._DEFAULTS[name]
+                if type(value) is _Factory:
+                    value = value.make()
+            object.__setattr__(self, name, value)
         self.__post_init__()
 
     def __post_init__(self) -> None:

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..records import FrozenRecord
 from ._params import LOAD_JIT
 
 _PARAMS = tuple(n for n in LOAD_JIT[1] if n != "args")  # load_jit's keyword-only parameters
 
 
-class Request:
+class Request(FrozenRecord):
     """One resolved call: SGLang's ``BuildSpec`` and the build file SGLang generates for it."""
 
-    __slots__ = ("spec", "build_file")
-
-    def __init__(self, spec: Any, build_file: str) -> None:
-        self.spec = spec
-        self.build_file = build_file
+    spec: Any
+    build_file: str
 
     @property
     def module_name(self) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelcache.events import RejectCode, Status
+from kernelcache.key import DepCheck
 from kernelcache.loader import WarmResult
 from kernelcache.settings import RemoteSettings, Settings
 from kernelcache.storage.local import EntryInfo
@@ -104,3 +105,9 @@ def test_records_cross_a_process_by_pickle(tmp_path):
     back = pickle.loads(proc.stdout)
     assert back == sent and hash(back[0]) == hash(s)
     assert back[2].status is Status.BUILT and back[0].to_wire() == s.to_wire()
+
+
+def test_a_default_factory_makes_one_value_per_record():
+    a, b = DepCheck(True), DepCheck(True, n_stat=3)
+    assert a.refreshed == {} and a.refreshed is not b.refreshed and (a.reason, b.n_stat) == ("", 3)
+    assert DepCheck(False, "gone") == DepCheck(False, "gone") and DepCheck._FIELDS[0] == "ok"
