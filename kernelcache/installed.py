@@ -69,7 +69,7 @@ def read_bytes(path: str) -> bytes | None:
         os.close(fd)
 
 
-def _site_roots() -> list[str]:
+def site_roots() -> list[str]:
     """Import-path directories (realpaths, longest first) that hold at least one dist-info."""
     out = set()
     for p in sys.path:
@@ -129,7 +129,7 @@ def _parsed(di: str, text: str) -> list[tuple[str, str]] | None:
     return [(os.path.normpath(rel), digest) for rel, digest in _rows(text) if not rel.startswith("..")]
 
 
-def _listings(root: str, wanted: set[str]) -> tuple[dict[str, tuple[str, str]], dict[str, set[str]]]:
+def listings(root: str, wanted: set[str]) -> tuple[dict[str, tuple[str, str]], dict[str, set[str]]]:
     """relpath -> (dist-info dir, sha256 digest in RECORD's urlsafe base64) for the files of every
     non-editable distribution installed in ``root`` that installs under a top-level directory in
     ``wanted``; and such a top-level directory -> the distributions that install files under it
@@ -188,7 +188,7 @@ def prefetch(include_dirs: list[str]) -> None:
     directories inside an import root). Run beside the compiler (``build.run_build``), whose
     wait leaves a core idle: the record written after the link then finds them parsed. Only a
     warm-up: ``trust`` decides as before (the listings are keyed by every RECORD's stat)."""
-    roots = _site_roots()
+    roots = site_roots()
     wanted: dict[str, set[str]] = {}
     for d in include_dirs:
         path = os.path.realpath(d)
@@ -196,7 +196,7 @@ def prefetch(include_dirs: list[str]) -> None:
         if root is not None:
             wanted.setdefault(root, set()).add(path[len(root) + 1:].split(os.sep, 1)[0])
     for root, tops in wanted.items():
-        _listings(root, tops)
+        listings(root, tops)
 
 
 def _sha256_b64(path: str) -> str:
@@ -230,7 +230,7 @@ def trust(names: list[str], resolve, anchor) -> list[Group]:
     ``resolve``/``anchor``: anchored <-> absolute. Every header of a group matched its RECORD's
     sha256 now; a distribution with any mismatching, unreadable or unlisted-but-inside header is
     left out. ``${ROOT}`` paths (the project's) are never considered."""
-    roots = _site_roots()
+    roots = site_roots()
     if not roots:
         return []
     placed: list[tuple[int, str, str]] = []  # (index, absolute path, its root)
@@ -246,13 +246,13 @@ def trust(names: list[str], resolve, anchor) -> list[Group]:
         rel = path[len(root) + 1:]
         if os.sep in rel:
             wanted.setdefault(root, set()).add(rel.split(os.sep, 1)[0])
-    listings = {root: _listings(root, tops) for root, tops in wanted.items()}
+    per_root = {root: listings(root, tops) for root, tops in wanted.items()}
     found: dict[str, list[int]] = {}
     spoiled: set[str] = set()
     for i, path, root in placed:
-        if root not in listings:
+        if root not in per_root:
             continue  # a file directly in the root: no distribution's directory
-        listing, tops = listings[root]
+        listing, tops = per_root[root]
         rel = path[len(root) + 1:]
         hit = listing.get(rel)
         if hit is None:  # unlisted: a file added beside a distribution's own spoils its trust

@@ -25,8 +25,8 @@ class Installed:
 
     def __init__(self) -> None:
         self.dirs: dict[str, str] = {}
-        for root in env._import_roots():
-            for name, _v, d in env._dist_dirs(root):
+        for root in env.import_roots():
+            for name, _v, d in env.dist_dirs(root):
                 self.dirs.setdefault(name, d)
         self._requires: dict[str, set[str]] | None = None
         self._tops: dict[str, set[str]] = {}

@@ -57,7 +57,7 @@ def _forget() -> None:
 process_state.register("impact.environment", _forget)
 
 
-def _import_roots() -> list[str]:
+def import_roots() -> list[str]:
     key = (os.getcwd(), *sys.path)
     got = _roots_memo.get(key)
     if got is None:
@@ -70,7 +70,7 @@ def _import_roots() -> list[str]:
     return got
 
 
-def _dist_dirs(root: str) -> list[tuple[str, str, str]]:
+def dist_dirs(root: str) -> list[tuple[str, str, str]]:
     """(canonical name, version, metadata dir) of the distributions installed in ``root``, from
     the directory names (``name-version.dist-info``: milliseconds, not reading each METADATA)."""
     try:
@@ -120,8 +120,8 @@ def python_environment() -> dict[str, Any]:
     """This interpreter and the distributions it imports from (the first on ``sys.path`` of a
     name, as ``importlib.metadata`` finds them)."""
     dists: dict[str, str] = {}
-    for root in _import_roots():
-        for name, version, _ in _dist_dirs(root):
+    for root in import_roots():
+        for name, version, _ in dist_dirs(root):
             dists.setdefault(name, version)
     return {"python": python_version(), "dists": dict(sorted(dists.items()))}
 
@@ -139,10 +139,10 @@ def find_dist(name: str, where: str = "") -> tuple[str, str] | None:
     directory) or else the first import root holding it; several copies in one directory (a
     ``pip install --target --upgrade`` leaves the old one) give every version, joined."""
     roots = [anchors_resolve(where)] if where else []
-    roots += [r for r in _import_roots() if r not in roots]
+    roots += [r for r in import_roots() if r not in roots]
     want = canonical(name)
     for root in roots:
-        found = [(v, d) for n, v, d in _dist_dirs(root) if n == want]
+        found = [(v, d) for n, v, d in dist_dirs(root) if n == want]
         if found:
             versions = ", ".join(sorted(v for v, _ in found))
             records = [hashlib.sha256(installed.read_bytes(os.path.join(d, "RECORD")) or b"").hexdigest()[:32]
@@ -190,7 +190,7 @@ def kernel_identities(man: Manifest | None, in_repository: Any = None) -> dict[s
                           "digest": str(abi.get("libtvm_ffi_sha256", ""))[:32]}
     headers: dict[str, str] = {}
     by_root: dict[str, dict[str, str]] = {}  # import root -> {path under it: xxh3}
-    roots = installed._site_roots()
+    roots = installed.site_roots()
     for d in man.deps:
         p = str(d.get("path", ""))
         if p.startswith(ROOT) or p.startswith(anchors.KERNELCACHE) or p.startswith(anchors.TVM_FFI):
@@ -207,13 +207,13 @@ def kernel_identities(man: Manifest | None, in_repository: Any = None) -> dict[s
         else:
             headers[p] = str(d.get("xxh3", ""))
     for root, rels in by_root.items():
-        owners, _ = installed._listings(root, {r.split(os.sep, 1)[0] for r in rels})
+        owners, _ = installed.listings(root, {r.split(os.sep, 1)[0] for r in rels})
         for rel, p in rels.items():
             owner = owners.get(os.path.normpath(rel))
             if owner is None:
                 headers[p] = next(str(d.get("xxh3", "")) for d in man.deps if d.get("path") == p)
                 continue
-            name, version, _ = _dist_dirs_entry(owner[0])
+            name, version, _ = dist_dirs_entry(owner[0])
             if f"dist:{name}" not in out:
                 found = find_dist(name, _anchor(root))
                 out[f"dist:{name}"] = {"kind": "dist", "name": name, "version": version, "where": _anchor(root),
@@ -224,8 +224,8 @@ def kernel_identities(man: Manifest | None, in_repository: Any = None) -> dict[s
     return out
 
 
-def _dist_dirs_entry(meta_dir: str) -> tuple[str, str, str]:
-    got = _dist_dirs(os.path.dirname(meta_dir))
+def dist_dirs_entry(meta_dir: str) -> tuple[str, str, str]:
+    got = dist_dirs(os.path.dirname(meta_dir))
     return next((e for e in got if e[2] == meta_dir), (canonical(os.path.basename(meta_dir)), "?", meta_dir))
 
 

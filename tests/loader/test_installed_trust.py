@@ -182,7 +182,7 @@ def test_prefetched_listings_see_a_distribution_that_starts_installing_there(tmp
     record = installed / "kcother-1.0.dist-info" / "RECORD"
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     record.write_text(record.read_text() + f"{PKG}/include/extra.h,sha256={digest},{len(data)}\n")
-    listing, tops = inst._listings(root, {PKG})
+    listing, tops = inst.listings(root, {PKG})
     assert {os.path.basename(d) for d in tops[PKG]} == {f"{PKG}-1.0.dist-info", "kcother-1.0.dist-info"}
     assert listing[os.path.join(PKG, "include", "extra.h")][0].endswith("kcother-1.0.dist-info")
     inst._listings_memo.clear()

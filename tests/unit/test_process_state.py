@@ -37,6 +37,8 @@ MEMOS = {
     "sglang/_route.py": {"sglang.loaded"},
     "kinds/flashinfer.py": {"kinds.flashinfer.record"},
     "kinds/registry.py": {"kinds.registry.plugins"},
+    "impact/environment.py": {"impact.environment"},
+    "impact/record.py": {"impact.record._active"},
     "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
     "storage/prebuilt_sign.py": {"prebuilt_sign.verifiers"},
@@ -66,8 +68,7 @@ NOT_MEMOS = {
     "cpp_extension/_patch.py": {"_installed": "whether the torch drop-in is installed (install/uninstall own it)"},
     "patch/_hook.py": {"_armed": "import hooks waiting for their module (arm owns them; they run once)"},
     "cpp_extension/_torch_side.py": {"_ORIGINALS": "torch's functions, saved before patching (never stale)"},
-    "impact/record.py": {"_active": "the running session's recording (start/stop own it)",
-                         "_installed": "whether the event listener is installed (once per process)"},
+    "impact/record.py": {"_installed": "whether the event listener is installed (once per process)"},
     "pytest_plugin/impact.py": {"api": "a lazily imported module", "record": "a lazily imported module"},
 }
 # memos in files other branches of issue 18 are reworking; the integrator empties this once
