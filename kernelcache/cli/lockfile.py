@@ -11,21 +11,21 @@ import json
 import sys
 from typing import Any, Callable
 
-from .common import settings_of, table
+from .common import GlobalSubparsers, settings_of, table
 
 
 def add_parsers(sub: Any) -> None:
     lk = sub.add_parser("lock", help="the kernel lock: check it against this checkout and toolchain, or update it")
-    lsub = lk.add_subparsers(dest="lock_cmd", required=True)
+    lsub = GlobalSubparsers(lk.add_subparsers(dest="lock_cmd", required=True))
     c = lsub.add_parser("check", help="exit 0 when the lock still describes the sources and toolchain here, "
                         "else 1 with one line per drifted kernel")
-    c.add_argument("path")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("path", help="the kernel lock (e.g. kernels.lock)")
+    c.add_argument("--json", action="store_true", help="one JSON object: per kernel, ok or the inputs that moved")
     c.set_defaults(fn=cmd_check)
     u = lsub.add_parser("update", help="re-resolve the locked kernels (built where the cache lacks them) and "
                         "rewrite their blocks, without running the app")
-    u.add_argument("path")
-    u.add_argument("-j", "--jobs", type=int, default=None)
+    u.add_argument("path", help="the kernel lock to rewrite")
+    u.add_argument("-j", "--jobs", type=int, default=None, help="kernels resolved at once (default: as warm)")
     u.set_defaults(fn=cmd_update)
 
 
