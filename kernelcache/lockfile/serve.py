@@ -82,17 +82,38 @@ def is_locked_entry(k: KernelLock, spec: KernelSpec, s: Settings, entry_path: st
     does; a prebuilt or fleet entry by this host's source key), and the
     headers under the root it was built from (which the loader verified on disk, the stat rule
     re-hashing any whose ctime moved) are the locked ones, by content."""
-    from .. import manifest as manifest_mod
-    from ..plan import ROOT
     from .record import arch_label
 
     rec = k.archs.get(arch_label(spec, s)[1])
-    m = manifest_mod.read(Path(entry_path)) if rec is not None else None
-    if rec is None or m is None or not m.skey or m.skey != rec.source_key:
+    got = _served_facts(entry_path) if rec is not None else None
+    if rec is None or got is None or not got[0] or got[0] != rec.source_key:
         return False
+    return got[1] == {rel: h for rel, h in k.inputs.items() if h.startswith("xxh3:")}
+
+
+def _served_facts(entry_path: str) -> tuple[str, dict[str, str]] | None:
+    """(source key, root-relative header -> ``xxh3:<hex>``) of an entry: from its packed hit
+    record (what the loader's hit just read: no JSON parsed), else from its manifest."""
+    from .. import deprecord
+    from .. import manifest as manifest_mod
+    from ..plan import ROOT
+
     prefix = ROOT + "/"
-    deps = {d["path"][len(prefix):]: "xxh3:" + str(d["xxh3"]) for d in m.deps if str(d["path"]).startswith(prefix)}
-    return deps == {rel: h for rel, h in k.inputs.items() if h.startswith("xxh3:")}
+    rec = deprecord.load(Path(entry_path), manifest_mod.FILENAME)
+    if rec is not None:
+        paths = (rec.dep_paths + rec.trusted_paths).split(b"\0")[1:]
+        w = len(rec.hashes) // len(paths) if paths else 0
+        deps = {}
+        for i, raw in enumerate(paths):
+            p = os.fsdecode(raw)
+            if p.startswith(prefix):
+                deps[p[len(prefix):]] = "xxh3:" + rec.hashes[i * w:(i + 1) * w].decode()
+        return str(rec.head.get("skey") or ""), deps
+    m = manifest_mod.read(Path(entry_path))
+    if m is None:
+        return None
+    return m.skey, {str(d["path"])[len(prefix):]: "xxh3:" + str(d["xxh3"]) for d in m.deps
+                    if str(d["path"]).startswith(prefix)}
 
 
 def served(spec: KernelSpec, s: Settings, pipeline: Callable[[KernelSpec, Settings], tuple[Any, Any]]
