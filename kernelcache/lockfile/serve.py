@@ -101,13 +101,15 @@ def _served_facts(entry_path: str) -> tuple[str, dict[str, str]] | None:
     prefix = ROOT + "/"
     rec = deprecord.load(Path(entry_path), manifest_mod.FILENAME)
     if rec is not None:
-        paths = (rec.dep_paths + rec.trusted_paths).split(b"\0")[1:]
-        w = len(rec.hashes) // len(paths) if paths else 0
-        deps = {}
-        for i, raw in enumerate(paths):
-            p = os.fsdecode(raw)
-            if p.startswith(prefix):
-                deps[p[len(prefix):]] = "xxh3:" + rec.hashes[i * w:(i + 1) * w].decode()
+        blob, mark = rec.dep_paths + rec.trusted_paths, b"\0" + os.fsencode(prefix)
+        n = blob.count(b"\0")
+        w = len(rec.hashes) // n if n else 0
+        deps, at = {}, blob.find(mark)
+        while at >= 0:  # only the root's few headers, not every system header the entry read
+            i, end = blob.count(b"\0", 0, at), blob.find(b"\0", at + 1)
+            rel = os.fsdecode(blob[at + len(mark):end if end >= 0 else len(blob)])
+            deps[rel] = "xxh3:" + rec.hashes[i * w:(i + 1) * w].decode()
+            at = blob.find(mark, at + 1)
         return str(rec.head.get("skey") or ""), deps
     m = manifest_mod.read(Path(entry_path))
     if m is None:
