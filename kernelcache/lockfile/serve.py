@@ -118,6 +118,20 @@ def _served_facts(entry_path: str) -> tuple[str, dict[str, str]] | None:
                     if str(d["path"]).startswith(prefix)}
 
 
+_NO_BUILD: tuple[Settings, Settings] | None = None  # (settings, the same with no_build): loads share one
+
+
+def _no_build(s: Settings) -> Settings:
+    global _NO_BUILD
+    if s.no_build:
+        return s
+    got = _NO_BUILD  # one read of a tuple: safe under kc.warm's threads
+    if got is None or got[0] is not s:
+        got = (s, s.replace(no_build=True))
+        _NO_BUILD = got
+    return got[1]
+
+
 def served(spec: KernelSpec, s: Settings, pipeline: Callable[[KernelSpec, Settings], tuple[Any, Any]]
            ) -> tuple[Any, Any]:
     """``pipeline`` under locked serving. Fast path: load without building (a miss raises), then
@@ -131,7 +145,7 @@ def served(spec: KernelSpec, s: Settings, pipeline: Callable[[KernelSpec, Settin
     k = lock_of(s.lock).kernels.get(spec.name)
     if k is not None:
         try:
-            mod, res = pipeline(spec, s if s.no_build else s.replace(no_build=True))
+            mod, res = pipeline(spec, _no_build(s))
         except CacheMissError as e:
             _refuse(spec, s, drift(k, spec, s, s.lock))
             if s.no_build:
