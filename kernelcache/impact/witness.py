@@ -20,6 +20,7 @@ from .changes import repo_files, repo_root
 from .graph import conftests_for
 from .graph_scan import blob_id
 from .select import EVERYTHING, matches, plugin_files
+from .setups import match, setups_of, with_setups
 
 if TYPE_CHECKING:  # pragma: no cover
     from .select import Selector, TestInfo
@@ -84,7 +85,13 @@ class Builder:
         gids.append(self._python(f"python:{t.file}:{rec.env}", s._third_party(t.file)))
         if frec is not None:
             gids.append(self._group(f"reads:{rec.file}", frec.reads, frec.dirs))
-        for name in s._kernels_of(t, rec, frec):
+        setups = setups_of(s.map, rec)  # its fixtures' and conftests' records, whoever set them up
+        for label, r in setups:
+            gids.append(self._group(f"setup:{label}", r.reads, r.dirs))
+        if rec.inputs:  # declared inputs: the files they match now, and where one could be added
+            found = [f for f in self.files if match(f, rec.inputs)]
+            gids.append(self._group(f"declared:{t.nodeid}", found, {posixpath.dirname(f) for f in found}))
+        for name in s._kernels_of(t, rec, with_setups(frec, setups)):
             gids.append(self._kernel(name))
         self.tests[t.nodeid] = gids
 

@@ -139,3 +139,32 @@ def test_xdist_workers_fixture_records_apply_to_every_test(tmp_path):
     assert {n for n, o in run.outcomes.items() if o == "failed"} == three
     users = {n for n, t in m["tests"].items() if f"{S[:-1]}::kern_e" in t["fixtures"]}
     assert len(users) == 3 and m["fixtures"][f"{S[:-1]}::kern_e"]["loaded"] == ["ke"]
+
+
+def test_a_deselected_tests_witness_holds_what_its_fixtures_read_and_loaded(proj, capsys):
+    """The witness of a deselected test names what its fixtures read and loaded, whichever test
+    set them up: test_e2b used kern_e (a session fixture test_e1 set up) and test_mod_b a module
+    fixture reading data/mod_value.txt; editing either input afterwards breaks their witnesses
+    (before, neither was in them: both witnesses still held)."""
+    from kernelcache.cli import main as cli_main
+
+    proj.edit("csrc/kern_h/h.h", "80", "81")
+    run = proj.affected("HEAD")
+    sel = run.selection
+    e2b, mod_b = f"{S}test_s2.py::test_e2b", f"{S}test_s3.py::test_mod_b"
+    assert {e2b, mod_b} <= set(sel["deselected"]), run.out[-3000:]
+    w = sel["witness"]
+    assert "kernel:ke" in w["tests"][e2b]
+    assert any("data/mod_value.txt" in w["groups"][g]["files"] for g in w["tests"][mod_b])
+    report = proj.path.parent / "report.json"
+
+    def verify() -> tuple[int, str]:
+        rc = cli_main(["affected", "--verify", str(report), "--root", str(proj.path)])
+        return rc, capsys.readouterr().out
+
+    assert verify()[0] == 0
+    proj.edit("csrc/kern_e/e.h", "50", "51")
+    proj.edit("data/mod_value.txt", "5", "6")
+    rc, out = verify()
+    broken = {line.split(": witness")[0] for line in out.splitlines() if ": witness no longer holds" in line}
+    assert rc == 1 and {e2b, mod_b} <= broken, out
