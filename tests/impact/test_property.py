@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelcache.impact import witness
 from kernelcache.impact.api import affected
 
 from .env_project import ENV_TESTS, Environment, env_files
@@ -218,6 +219,16 @@ def covered(n: str, res: dict, recorded: set[str] = frozenset()) -> bool:
         ("::" not in n and any(g.startswith(n + "/") for g in res["files"]))  # a directory's conftest failed
 
 
+def check_witnesses(proj, selection: dict, where: tuple) -> None:
+    """Every deselected test has a witness, and each verifies (``affected --verify``'s replay) on
+    the tree and environment it was made on. (Whether the change is disjoint from it is what the
+    full run above checks: a record sees the changes since the commit it was recorded at, so the
+    selection's ``changed`` union is not one test's change.)"""
+    w = selection["witness"]
+    assert set(w["tests"]) == set(selection["deselected"]), where
+    assert witness.verify(w, proj.path) == [], where
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatch):
     rng = random.Random(seed)
@@ -269,6 +280,7 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatc
             assert plug.selection, (seed, i, what, plug.out[-2000:])
             collected = set(plug.selection["selected"]) | set(plug.selection["deselected"])
             assert set(res["selected"]) & collected <= set(plug.selection["selected"]), (seed, i, what)
+            check_witnesses(proj, plug.selection, (seed, i, what))
             stats["plugin_checked"] += 1
         need = required(base_out, full.summary)
         recorded = set(json.loads(proj.map.read_text())["tests"])
