@@ -23,6 +23,7 @@ from kernelcache.impact.select import EVERYTHING, INERT, TestInfo
 from kernelcache.manifest import read as read_manifest
 
 from . import impact_record
+from .impact_record import rel_to_root
 from .kernels import KernelUnavailable, marker_kernels
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +77,7 @@ class ImpactPlugin:
             self.root: Path | None = repo_root(config.rootpath)
         except GitError:
             self.root = None
-        self.rootdir_rel = _rel(config.rootpath, self.root)
+        self.rootdir_rel = rel_to_root(config.rootpath, self.root)
         self.rules = api.make_rules(self.root, self.map_path, st.opt("report_json"),
                                     config.getini("kernelcache_impact_everything"),
                                     config.getini("kernelcache_impact_inert"), api.run_outputs(st.settings))
@@ -110,7 +111,7 @@ class ImpactPlugin:
             return
         self.prepared = p = api.prepare(config.rootpath, self.since, self.map_path, self.rules,
                                         self.rootdir_rel, wire=self.wire, graph_cache=graph_cache(self.st))
-        infos = [TestInfo(i.nodeid, _rel(i.path, self.root) or "", marker_kernels(i)[0]) for i in items]
+        infos = [TestInfo(i.nodeid, rel_to_root(i.path, self.root) or "", marker_kernels(i)[0]) for i in items]
         sel = p.selector.select(infos)
         keep = [i for i in items if i.nodeid in sel.selected]
         dropped = [i for i in items if i.nodeid not in sel.selected]
@@ -132,7 +133,7 @@ class ImpactPlugin:
         test) belong to that file's record, like the reads of its tests."""
         if not self.map_path or not isinstance(collector, (pytest.File, pytest.Class)):
             return (yield)
-        f = _rel(collector.path, self.root) or str(collector.path)
+        f = rel_to_root(collector.path, self.root) or str(collector.path)
         rec = record.start()
         try:
             return (yield)
@@ -145,7 +146,7 @@ class ImpactPlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         if not self.map_path:
             return (yield)
-        f = _rel(item.path, self.root) or str(item.path)
+        f = rel_to_root(item.path, self.root) or str(item.path)
         if self.env_snapshot is None:  # at the first test: conftests may have extended sys.path
             from kernelcache.impact.environment import python_environment
 
@@ -226,7 +227,7 @@ class ImpactPlugin:
 
     def _write_map(self, recs: list[dict]) -> dict:
         m = ImpactMap(commit=self.head, rootdir=self.rootdir_rel or "")
-        report = _rel(self.st.opt("report_json"), self.root)
+        report = rel_to_root(self.st.opt("report_json"), self.root)
         m.outputs = [report] if report else []  # a later `kernelcache affected` ignores it too
         if self.root is not None:  # recorded from a dirty tree: those files count as changed later
             from kernelcache.impact.changes import changed_files
@@ -367,13 +368,3 @@ def graph_cache(st: "SessionState") -> Path:
     """Where parsed imports are kept per blob id (beside the kernel cache, never in the repository)."""
     return Path(st.settings.cache_dir) / "impact" / "import-facts.json"
 
-
-def _rel(path: Any, root: Path | None) -> str | None:
-    """``path`` relative to the repository root ("" for the root itself); None when outside."""
-    if not path or root is None:
-        return None
-    try:
-        rel = Path(path).resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return None
-    return "" if rel == "." else rel

@@ -104,7 +104,7 @@ class SetupRecorder:
     def pytest_deselected(self, items: list[Any]) -> None:
         """-k, -m, --deselect, --lf and this plugin's own selection: those files ran in part."""
         for i in items:
-            f = _rel(getattr(i, "path", None), self.owner.root)
+            f = rel_to_root(getattr(i, "path", None), self.owner.root)
             if f is not None:
                 self.owner.partial.add(f)
 
@@ -116,10 +116,10 @@ class SetupRecorder:
         self._harvest_conftests()
         o = self.owner
         for i in session.items:
-            o.collected.setdefault(_rel(i.path, o.root) or str(i.path), []).append(i.nodeid)
+            o.collected.setdefault(rel_to_root(i.path, o.root) or str(i.path), []).append(i.nodeid)
         for a in o.config.args:  # `pytest tests/test_a.py::test_a` collects that file in part
             if "::" in a:
-                f = _rel(Path(o.config.invocation_params.dir, a.split("::", 1)[0]), o.root)
+                f = rel_to_root(Path(o.config.invocation_params.dir, a.split("::", 1)[0]), o.root)
                 if f is not None:
                     o.partial.add(f)
 
@@ -207,13 +207,13 @@ def spec_modules(st: "SessionState", root: Path | None, name: str) -> list[str]:
             origin = importlib.util.find_spec(mod)
         except (ImportError, ValueError):
             origin = None
-        rel = _rel(origin.origin, root) if origin is not None and origin.origin else None
+        rel = rel_to_root(origin.origin, root) if origin is not None and origin.origin else None
         if rel:
             out.append(rel)
     return out
 
 
-def _rel(path: Any, root: Path | None) -> str | None:
+def rel_to_root(path: Any, root: Path | None) -> str | None:
     """``path`` relative to the repository root ("" for the root itself); None when outside."""
     if not path or root is None:
         return None
