@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from ..patch.__main__ import main as _patch_main
+from ..dropin.runner import run
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help") or (argv[0] == "-m" and len(argv) < 2):
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    return _patch_main(["--jit", "tvm_ffi", *argv])
+    return run("tvm_ffi", __doc__ or "", argv)
 
 
 if __name__ == "__main__":
