@@ -21,7 +21,9 @@ less time than torch's own warm call) and the rest on first use.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy
 
 from ._front import load, load_inline
 
@@ -35,13 +37,4 @@ __all__ = ["load", "load_inline", "install", "uninstall", "is_installed", "make_
 _LAZY = {"ExtensionBuildError": "_api", "inline_files": "_api", "make_spec": "_api",
          "install": "_patch", "uninstall": "_patch", "is_installed": "_patch"}
 
-
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{where}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy.names(__name__, _LAZY, globals())

@@ -11,8 +11,9 @@ nothing until a lock is used.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy
 
 __all__ = ["ArchLock", "KernelLock", "LockFile", "LockFileError", "read", "loads", "merge_into", "preload",
            "check", "update", "rebuild_as", "FORMAT"]
@@ -29,11 +30,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from .record import rebuild_as
     from .serve import preload
 
-
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'kernelcache.lockfile' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy.names(__name__, _LAZY, globals())

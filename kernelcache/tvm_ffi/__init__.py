@@ -24,7 +24,9 @@ on first use.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .. import lazy
 
 from ._front import load, load_inline
 
@@ -48,13 +50,4 @@ __all__ = [
 _LAZY = {"build": "_api", "build_inline": "_api", "inline_spec": "_api", "file_spec": "_api",
          "install": "_patch", "uninstall": "_patch", "install_if_requested": "_patch", "is_installed": "_patch"}
 
-
-def __getattr__(name: str) -> Any:
-    where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{where}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy.names(__name__, _LAZY, globals())
