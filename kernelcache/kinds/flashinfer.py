@@ -138,13 +138,9 @@ def version_refusal(m: Manifest) -> validate.Rejection | None:
 
 
 class FlashInferModule(ForeignJitModule):
-    name = "flashinfer"
-    label = "FlashInfer JIT module"
-    report_label = "flashinfer"
-
-    def version_refusal(self, m: Manifest) -> validate.Rejection | None:
-        return version_refusal(m)
+    """The FlashInfer kind; its class names this module, where the export labels are
+    (``VERSION_LABEL``, ``installed_version``: ``export_lock.export_labels``)."""
 
 
-KIND = FlashInferModule()
+KIND = FlashInferModule("flashinfer", "FlashInfer JIT module", version_refusal)
 process_state.register("kinds.flashinfer.record", _record_memo.clear)

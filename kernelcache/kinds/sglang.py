@@ -47,12 +47,8 @@ def version_refusal(m: Manifest) -> validate.Rejection | None:
 
 
 class SglangModule(ForeignJitModule):
-    name = "sglang"
-    label = "SGLang JIT module"
-    report_label = "sglang"
-
-    def version_refusal(self, m: Manifest) -> validate.Rejection | None:
-        return version_refusal(m)
+    """The SGLang kind; its class names this module, where the export labels are
+    (``VERSION_LABEL``, ``installed_version``: ``export_lock.export_labels``)."""
 
 
-KIND = SglangModule()
+KIND = SglangModule("sglang", "SGLang JIT module", version_refusal)

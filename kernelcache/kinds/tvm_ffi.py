@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ class ForeignJitModule(TvmFfi):
     verbatim_flags = True
     recall_load = "lazy"  # as admit() below loads it
 
+    def __init__(self, name: str, label: str, refusal: Callable[[Manifest], validate.Rejection | None]) -> None:
+        """``name`` (its key input and report label), ``label`` (what its errors call it),
+        ``refusal``: why an exported entry may not be used with the installed JIT."""
+        self.name, self.label, self.report_label = name, label, name
+        self._refusal = refusal
+
     def key_inputs(self) -> dict[str, str]:
         return {"kind": self.name}
 
@@ -83,7 +90,7 @@ class ForeignJitModule(TvmFfi):
 
     def version_refusal(self, m: Manifest) -> validate.Rejection | None:
         """Why an exported entry may not be used with the installed JIT (None: it may)."""
-        return None
+        return self._refusal(m)
 
     def record(self, spec: KernelSpec, so_path: Path) -> tuple[dict, dict | None]:
         """The exported schemas of the freshly linked module, loaded as the foreign JIT loads it."""
