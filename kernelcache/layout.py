@@ -61,6 +61,19 @@ def path_problem(path: str) -> str | None:
     return None
 
 
+class _Under:
+    """A working area of the layout: the directory ``name`` under another of its paths (``root``
+    unless said), read like a property."""
+
+    __slots__ = ("name", "parent")
+
+    def __init__(self, name: str, parent: str = "root") -> None:
+        self.name, self.parent = name, parent
+
+    def __get__(self, layout: "Layout", owner: type | None = None) -> Path:
+        return getattr(layout, self.parent) / self.name
+
+
 class Layout:
     """Paths of one cache dir or artifact root (cheap; touches nothing on disk)."""
 
@@ -95,37 +108,14 @@ class Layout:
         return (self.root / BUILT).is_dir()
 
     # -- working areas -----------------------------------------------------------------------
-    @property
-    def tmp(self) -> Path:
-        return self.root / "tmp"
-
-    @property
-    def quarantine(self) -> Path:
-        return self.root / QUARANTINE
-
-    @property
-    def recall(self) -> Path:
-        return self.root / RECALL
-
-    @property
-    def trash(self) -> Path:
-        return self.root / "trash"
-
-    @property
-    def memo(self) -> Path:
-        return self.root / "toolchain"
-
-    @property
-    def inline(self) -> Path:
-        return self.root / "inline"
+    tmp = _Under("tmp")
+    quarantine = _Under(QUARANTINE)
+    recall = _Under(RECALL)
+    trash = _Under("trash")
+    memo = _Under("toolchain")
+    inline = _Under("inline")
+    dropin = _Under("dropin")
+    dropin_objects = _Under("objects", "dropin")
 
     def inline_dir(self, name: str) -> Path:
         return self.inline / name
-
-    @property
-    def dropin(self) -> Path:
-        return self.root / "dropin"
-
-    @property
-    def dropin_objects(self) -> Path:
-        return self.dropin / "objects"

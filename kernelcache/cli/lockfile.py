@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sized
 from typing import Any, Callable
 
 from .common import GlobalSubparsers, settings_of, table
@@ -50,9 +51,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for d in found:
             for n in d.notes:
                 print(f"kernelcache: {d.name}: {n}", file=sys.stderr)
-        if not bad:
-            print(f"kernelcache: {args.path}: {len(found)} kernel(s) as locked")
-    return 1 if bad else 0
+    return _status(bad, None if args.json else f"{args.path}: {len(found)} kernel(s) as locked")
 
 
 def cmd_update(args: argparse.Namespace) -> int:
@@ -61,8 +60,13 @@ def cmd_update(args: argparse.Namespace) -> int:
     failed = update(args.path, settings_of(args), jobs=args.jobs)
     for line in failed:
         print(f"kernelcache: {line}", file=sys.stderr)
-    if not failed:
-        print(f"kernelcache: {args.path} updated")
+    return _status(failed, f"{args.path} updated")
+
+
+def _status(failed: Sized, done: str | None) -> int:
+    """The command's exit status: 1 when anything ``failed``; else 0, and ``done`` said (None: nothing)."""
+    if not failed and done is not None:
+        print(f"kernelcache: {done}")
     return 1 if failed else 0
 
 

@@ -18,6 +18,7 @@ the recorded bytes; when no such directory exists the error says so instead of "
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import kinds
@@ -162,19 +163,14 @@ def spec_of(entry: Entry, inline: Path | None = None) -> KernelSpec | None:
     root = _root_of(entry.path, rels) or _inline_root(inline, (m.inputs or {}).get("sources") or {})
     if root is None:
         return None
-    anchors = _anchors(root)
+    real = _real(root)
     kind = (m.inputs or {}).get("kind") or m.kind or "tvm_ffi"
     try:
         verbatim = kinds.of(kind).verbatim_flags
     except SpecError:  # a kind this process does not know (its distribution is not installed here)
         return None
     if verbatim:  # another JIT's complete lines (torch kinds)
-        return _foreign_spec(m, rels, compile_cmds, cmds["link"], root, anchors, kind)
-
-    def real(tok: str) -> str:
-        for name, prefix in anchors:
-            tok = tok.replace(name, prefix)
-        return tok
+        return _foreign_spec(m, rels, compile_cmds, cmds["link"], root, real, kind)
 
     cflags: list[str] = []
     cuda_cflags: list[str] = []
@@ -208,8 +204,17 @@ def spec_of(entry: Entry, inline: Path | None = None) -> KernelSpec | None:
         return None
 
 
-def _anchors(root: str) -> list[tuple[str, str]]:
-    return sorted([(ROOT, root), *machine_anchors()], key=lambda p: -len(p[1]))
+def _real(root: str) -> Callable[[str], str]:
+    """A recorded token with its anchors (``${ROOT}`` for ``root``, the machine's, longest path
+    first) replaced by this host's paths."""
+    anchors = sorted([(ROOT, root), *machine_anchors()], key=lambda p: -len(p[1]))
+
+    def real(tok: str) -> str:
+        for name, prefix in anchors:
+            tok = tok.replace(name, prefix)
+        return tok
+
+    return real
 
 
 def _flags_between(cmd: list[str]) -> list[str]:
@@ -218,14 +223,9 @@ def _flags_between(cmd: list[str]) -> list[str]:
 
 
 def _foreign_spec(m: Manifest, rels: list[str], compile_cmds: list, link: list[str], root: str,
-                  anchors: list[tuple[str, str]], kind: str) -> KernelSpec | None:
+                  real: Callable[[str], str], kind: str) -> KernelSpec | None:
     """A torch-kind entry: the drop-in's flags ran verbatim (plan._foreign_plan), so they are read
     back as they are; kind and the torch/Python ABI facts come from the recorded inputs."""
-    def real(tok: str) -> str:
-        for name, prefix in anchors:
-            tok = tok.replace(name, prefix)
-        return tok
-
     cflags: list[str] = []
     cuda_cflags: list[str] = []
     for rel, c in zip(rels, compile_cmds):

@@ -130,6 +130,25 @@ def _inside(path: str, real_root: str) -> bool:
     return real == real_root or real.startswith(real_root + os.sep)
 
 
+def _outside(path: str, real_root: str) -> Refused | None:
+    """``path`` refused when it leads outside the root (None: it stays inside)."""
+    if _inside(path, real_root):
+        return None
+    return Refused(Path(path), f"a link leading outside the root ({os.path.realpath(path)}): not followed")
+
+
+def _children(path: str, real_root: str) -> Iterator[os.DirEntry[str] | Refused]:
+    """The directory's entries by name (none when it cannot be read), a link among them that
+    leads outside the root as its refusal, not followed."""
+    try:
+        found = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError:
+        return
+    for e in found:
+        out = _outside(e.path, real_root) if e.is_symlink() else None
+        yield e if out is None else out
+
+
 def candidates(name: str, settings: Settings) -> Iterator[Entry]:
     """Every usable-looking artifact for ``name`` in every root, in root order (``ls``, ``verify``,
     ``explain NAME``): the refused ones of :func:`looked_at` left out."""
@@ -149,26 +168,17 @@ def looked_at(name: str, settings: Settings) -> Iterator[Entry]:
             yield Refused(root, dir_trust.refusal(root, "prebuilt root", unsafe, _FIX) + " Skipped.")
             continue
         real_root = os.path.realpath(root)
-        if not _inside(str(base), real_root):
-            yield Refused(base, f"a link leading outside the root ({os.path.realpath(base)}): not followed")
+        escape = _outside(str(base), real_root)
+        if escape is not None:
+            yield escape
             continue
-        try:
-            key_dirs = sorted(os.scandir(base), key=lambda e: e.name)
-        except OSError:
-            continue
-        for kd in key_dirs:
-            if kd.is_symlink() and not _inside(kd.path, real_root):
-                yield Refused(Path(kd.path), f"a link leading outside the root ({os.path.realpath(kd.path)}): "
-                                            "not followed")
+        for kd in _children(str(base), real_root):
+            if isinstance(kd, Refused):
+                yield kd
                 continue
-            try:
-                eds = sorted(os.scandir(kd.path), key=lambda e: e.name)
-            except OSError:
-                continue
-            for ed in eds:
-                if ed.is_symlink() and not _inside(ed.path, real_root):
-                    yield Refused(Path(ed.path), f"a link leading outside the root ({os.path.realpath(ed.path)}): "
-                                                 "not followed")
+            for ed in _children(kd.path, real_root):
+                if isinstance(ed, Refused):
+                    yield ed
                     continue
                 got = _read_entry(Path(ed.path), keys)
                 if got is not None:
