@@ -10,13 +10,22 @@ Every figure is one fresh interpreter; ``load`` is the ``get_ngram_corpus_cls()`
 import hook runs during them). ``process`` is the child's whole wall time.
 
 * ``cold``: SGLang: an empty ``SGLANG_JIT_CACHE_DIR``; route: an empty kernelcache cache and an
-  empty ``SGLANG_JIT_CACHE_DIR``. Sides alternate, ``--cold-reps`` each.
+  empty ``SGLANG_JIT_CACHE_DIR``. ``--cold-reps`` each (default 5), sides alternating (which side
+  goes first alternates too).
 * ``warm``: SGLang: its cache as its first cold run left it; route: the kernelcache cache as its
   first cold run left it and a fresh, empty ``SGLANG_JIT_CACHE_DIR`` every time (the acceptance
-  case). Sides alternate, ``--reps`` each; medians reported. ``--cold-reps 0`` with the ``--dir``
-  of an earlier run measures the warm phase again on its caches.
+  case). ``--reps`` each (default 11), sides alternating. ``--cold-reps 0`` with the ``--dir``
+  of an earlier run measures the warm phases again on its caches.
+* ``warm_past_floor``: as ``warm``, but the child pays what both JITs pay inside a first load
+  before the timed call (``import tvm_ffi`` and SGLang's CUDA arch detection, torch's CUDA
+  initialisation on a GPU): ``load`` is what each JIT adds, ``floor`` what was paid before it.
+  ``--floor-reps`` each (default 5; 0: none).
 
-    python benchmarks/bench_sglang.py [--module ngram|cutlass] [--arch 9.0] [--reps 9] [--cold-reps 3] [--dir D]
+Medians are reported with the spread (min-max, n) of every figure; the ratio is route / SGLang of
+the medians. All runs of all phases go to ``DIR/bench_sglang.json``.
+
+    python benchmarks/bench_sglang.py [--module ngram|cutlass] [--arch 9.0] [--reps 11] [--cold-reps 5]
+                                      [--floor-reps 5] [--dir D]
 
 kernelcache is byte-compiled first (an installed package has its ``.pyc``; SGLang's were written
 by pip). Not a test.
@@ -36,40 +45,51 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CHILDREN = {
-    "ngram": """
-import json, time
-t0 = time.perf_counter()
-from sglang.kernels.ops.speculative import ngram_corpus as ops
-t1 = time.perf_counter()
-ops.get_ngram_corpus_cls()
-t2 = time.perf_counter()
-print(json.dumps({"import": t1 - t0, "load": t2 - t1,
-                  "routed": bool(getattr(ops.load_jit, "__kernelcache_dropin__", False))}))
-""",
-    "cutlass": """
+# The child: import the op module (both sides alike; the route's import hook runs here), then time
+# the first load. BENCH_SGLANG_FLOOR=1 pays the floor both JITs pay inside a first load before the
+# timed call: ``import tvm_ffi`` (SGLang's build-file generation imports it) and SGLang's CUDA arch
+# detection (``get_jit_cuda_arch``: torch's CUDA initialisation on a GPU machine), so ``load`` is then
+# what each JIT itself adds.
+CHILD_TEMPLATE = """
 import contextlib, json, os, time
 t0 = time.perf_counter()
-from sglang.kernels.ops.moe import moe_finalize_fuse_shared as ops
+from sglang.kernels.ops.{package} import {module} as ops
 from sglang.kernels.jit.utils import override_jit_cuda_arch
 t1 = time.perf_counter()
 arch = os.environ.get("BENCH_SGLANG_ARCH")
-with (override_jit_cuda_arch(*map(int, arch.split("."))) if arch else contextlib.nullcontext()):
-    ops._jit_module()
-t2 = time.perf_counter()
-print(json.dumps({"import": t1 - t0, "load": t2 - t1,
-                  "routed": bool(getattr(ops.load_jit, "__kernelcache_dropin__", False))}))
-""",
+floor = None
+with contextlib.ExitStack() as stack:
+    if os.environ.get("BENCH_SGLANG_FLOOR"):
+        f0 = time.perf_counter()
+        import tvm_ffi
+        from sglang.kernels.jit.utils.arch import get_jit_cuda_arch
+        if arch:
+            stack.enter_context(override_jit_cuda_arch(*map(int, arch.split("."))))
+        get_jit_cuda_arch()
+        floor = time.perf_counter() - f0
+        t1 = time.perf_counter()
+    elif arch:
+        stack.enter_context(override_jit_cuda_arch(*map(int, arch.split("."))))
+    ops.{call}()
+    t2 = time.perf_counter()
+print(json.dumps({{"import": t1 - t0, "load": t2 - t1, "floor": floor,
+                  "routed": bool(getattr(ops.load_jit, "__kernelcache_dropin__", False))}}))
+"""
+CHILDREN = {
+    "ngram": CHILD_TEMPLATE.format(package="speculative", module="ngram_corpus", call="get_ngram_corpus_cls"),
+    "cutlass": CHILD_TEMPLATE.format(package="moe", module="moe_finalize_fuse_shared", call="_jit_module"),
 }
 CHILD = CHILDREN["ngram"]
 
 
-def child(route: bool, kc: Path, sg: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "SGLANG_"))}
+def child(route: bool, kc: Path, sg: Path, floor: bool = False) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "SGLANG_", "BENCH_SGLANG_FLOOR"))}
     env.update({"KERNELCACHE_DIR": str(kc), "SGLANG_JIT_CACHE_DIR": str(sg), "KERNELCACHE_LOG": "0",
                 "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", "")})
     if route:
         env["KERNELCACHE_PATCH"] = "sglang"
+    if floor:
+        env["BENCH_SGLANG_FLOOR"] = "1"
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - t
@@ -82,10 +102,39 @@ def child(route: bool, kc: Path, sg: Path) -> dict:
     return out
 
 
+def _stats(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def summarise(res: dict) -> dict:
+    """Per phase and side: median, min, max and count of ``load``, ``process`` (and ``floor`` where
+    measured); the ratios are of the medians (route / SGLang)."""
+    summary = {}
+    for phase, sides in res.items():
+        if not sides["own"] or not sides["route"]:
+            continue
+        row: dict = {}
+        for side in ("own", "route"):
+            for field in ("load", "process", "floor"):
+                vals = [r[field] for r in sides[side] if r.get(field) is not None]
+                if vals:
+                    row[f"{side}_{field}"] = _stats(vals)
+        row["load_ratio"] = row["route_load"]["median"] / row["own_load"]["median"]
+        row["process_ratio"] = row["route_process"]["median"] / row["own_process"]["median"]
+        summary[phase] = row
+    return summary
+
+
+def _ms(st: dict) -> str:
+    return f"{st['median'] * 1e3:9.1f} ms [{st['min'] * 1e3:.1f}-{st['max'] * 1e3:.1f}, n={st['n']}]"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--cold-reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=11, help="warm runs per side")
+    ap.add_argument("--cold-reps", type=int, default=5, help="cold runs per side")
+    ap.add_argument("--floor-reps", type=int, default=5,
+                    help="warm runs per side with the shared floor paid before the timed call (0: none)")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--module", choices=sorted(CHILDREN), default="ngram")
     ap.add_argument("--arch", default=None, help="cutlass: build for this arch (e.g. 9.0) without a GPU")
@@ -97,40 +146,41 @@ def main() -> int:
     compileall.compile_dir(str(REPO / "kernelcache"), quiet=1)
     base = ns.dir or Path(tempfile.mkdtemp(prefix="kc-bench-sglang-"))
     base.mkdir(parents=True, exist_ok=True)
-    res: dict = {"cold": {"own": [], "route": []}, "warm": {"own": [], "route": []}}
+    res: dict = {"cold": {"own": [], "route": []}, "warm": {"own": [], "route": []},
+                 "warm_past_floor": {"own": [], "route": []}}
     # the warm phase uses the first cold run's caches as they were left (not copies: a copy is
     # another set of files, which the route's recall memo did not witness)
     warm_kc, warm_sg = base / "cold-0-route-kc", base / "cold-0-own-sg"
     for i in range(ns.cold_reps):
-        for side in ("own", "route"):
+        for side in ("own", "route") if i % 2 == 0 else ("route", "own"):
             kc, sg = base / f"cold-{i}-{side}-kc", base / f"cold-{i}-{side}-sg"
             shutil.rmtree(kc, ignore_errors=True)
             shutil.rmtree(sg, ignore_errors=True)
             res["cold"][side].append(child(side == "route", kc, sg))
+            print(f"cold {i} {side}: load {res['cold'][side][-1]['load'] * 1e3:.1f} ms", flush=True)
     if not (warm_kc.is_dir() and warm_sg.is_dir()):
         raise SystemExit(f"no warm caches in {base} (run with --cold-reps >= 1 first)")
-    for i in range(ns.reps):
-        res["warm"]["own"].append(child(False, base / "unused-kc", warm_sg))
-        fresh = base / f"fresh-sg-{i}"
-        res["warm"]["route"].append(child(True, warm_kc, fresh))
-        if fresh.exists():
-            raise SystemExit("a routed load wrote SGLANG_JIT_CACHE_DIR")
-    summary = {}
-    for phase in [p for p in ("cold", "warm") if res[p]["own"]]:
-        row = {}
-        for side in ("own", "route"):
-            for field in ("load", "process"):
-                row[f"{side}_{field}_s"] = statistics.median(r[field] for r in res[phase][side])
-        row["load_ratio"] = row["route_load_s"] / row["own_load_s"]
-        row["process_ratio"] = row["route_process_s"] / row["own_process_s"]
-        summary[phase] = row
-    (base / "bench_sglang.json").write_text(json.dumps({"module": ns.module, "runs": res, "summary": summary},
-                                                       indent=1))
+    runs = [("warm", i, False) for i in range(ns.reps)] + [("warm_past_floor", i, True) for i in range(ns.floor_reps)]
+    for phase, i, floor in runs:
+        for side in ("own", "route") if i % 2 == 0 else ("route", "own"):
+            if side == "own":
+                res[phase]["own"].append(child(False, base / "unused-kc", warm_sg, floor))
+                continue
+            fresh = base / f"fresh-sg-{phase}-{i}"
+            res[phase]["route"].append(child(True, warm_kc, fresh, floor))
+            if fresh.exists():
+                raise SystemExit("a routed load wrote SGLANG_JIT_CACHE_DIR")
+    summary = summarise(res)
+    (base / "bench_sglang.json").write_text(json.dumps({"module": ns.module, "arch": ns.arch, "runs": res,
+                                                       "summary": summary}, indent=1))
     print(f"results: {base / 'bench_sglang.json'}")
     for phase, row in summary.items():
-        print(f"{phase:5}  load: SGLang {row['own_load_s'] * 1e3:9.1f} ms  route {row['route_load_s'] * 1e3:9.1f} ms  "
-              f"ratio {row['load_ratio']:.3f}   process: SGLang {row['own_process_s']:.2f} s  "
-              f"route {row['route_process_s']:.2f} s  ratio {row['process_ratio']:.3f}")
+        print(f"{phase:15}  load: SGLang {_ms(row['own_load'])}  route {_ms(row['route_load'])}  "
+              f"ratio {row['load_ratio']:.3f}")
+        print(f"{'':15}  process: SGLang {row['own_process']['median']:.2f} s  "
+              f"route {row['route_process']['median']:.2f} s  ratio {row['process_ratio']:.3f}")
+        if "own_floor" in row:
+            print(f"{'':15}  floor paid before the call: SGLang {_ms(row['own_floor'])}  route {_ms(row['route_floor'])}")
     return 0
 
 

@@ -7,6 +7,7 @@
 # deps/ (cp312 wheels of what `import sglang` needs), tests/ and ngram-tests/ (SGLang's own test
 # files, fetched from sgl-project/sglang), kc-src.tar.gz (`git archive HEAD` of this project).
 #   bash benchmarks/sglang_gpu.sh setup|tests|bench     (results under $OUT, default /tmp/sglgpu/out)
+# kc-src.tar.gz must hold the commit to measure: `git archive --format=tar.gz -o .device/sgl/kc-src.tar.gz HEAD`.
 set -uo pipefail
 B=.device/sgl
 W=/tmp/sglgpu
@@ -33,10 +34,14 @@ tests)
   python3 "$W/src/tests/sglang/upstream_suite.py" "$B/ngram-tests" --warm --json "$OUT/ngram_tests.json"; echo "ngram tests rc=$?"
   ;;
 bench)
+  # per module: cold (empty caches) COLD_REPS a side, warm (fresh processes, the route with a fresh
+  # SGLANG_JIT_CACHE_DIR each time) REPS a side, warm past the shared floor FLOOR_REPS a side; the
+  # log of each module goes to $OUT too. One module per device call fits 600 s (BENCH_MODULES=cutlass).
   for m in ${BENCH_MODULES:-cutlass ngram}; do
     rm -rf "$W/bench-$m"
-    python3 "$W/src/benchmarks/bench_sglang.py" --module "$m" --reps "${REPS:-9}" --cold-reps "${COLD_REPS:-2}" \
-      --dir "$W/bench-$m" && cp "$W/bench-$m/bench_sglang.json" "$OUT/bench_sglang_$m.json"
+    python3 "$W/src/benchmarks/bench_sglang.py" --module "$m" --reps "${REPS:-11}" --cold-reps "${COLD_REPS:-5}" \
+      --floor-reps "${FLOOR_REPS:-5}" --dir "$W/bench-$m" 2>&1 | tee "$OUT/bench_sglang_$m.log"
+    cp "$W/bench-$m/bench_sglang.json" "$OUT/bench_sglang_$m.json"
   done
   ;;
 *) echo "usage: $0 setup|tests|bench" >&2; exit 2 ;;
