@@ -50,6 +50,12 @@ class Environment:
         pip_install(build_wheel(self.wheels, "1", 1), self.site)
 
     def upgrade(self, rng: random.Random) -> str:
-        old, self.version = self.version, rng.choice([v for v in VERSIONS if v != self.version])
-        pip_install(build_wheel(self.wheels, str(self.version), self.version), self.site)
+        old = self.version
+        self.install(rng.choice([v for v in VERSIONS if v != self.version]))
         return f"environment: hdrpkg {old} -> {self.version}"
+
+    def install(self, version: int) -> None:
+        """``version`` installed (an upgrade, or back to the version of the state an edit left)."""
+        if version != self.version or not self.site.exists():
+            pip_install(build_wheel(self.wheels, str(version), version), self.site)
+        self.version = version

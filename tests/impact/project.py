@@ -114,9 +114,12 @@ class Project:
 
     def env(self) -> dict[str, str]:
         """The project's variables (a zygote child starts from the zygote's environment less
-        every KERNELCACHE_/PYTEST_ variable)."""
+        every KERNELCACHE_/PYTEST_ variable). ``CI`` always: pytest then puts each failure's whole
+        message in the ``-rA`` summary (:attr:`Run.summary`), where outside CI it trims it to the
+        terminal's width (``AssertionError: assert...``) — the same run would otherwise compare
+        differently in and outside CI."""
         return {"KERNELCACHE_DIR": str(self.cache), "KERNELCACHE_LOCK_DIR": str(self.cache / "locks"),
-                "KERNELCACHE_LOG": "0", "KERNELCACHE_HARDWARE": "cpu"}
+                "KERNELCACHE_LOG": "0", "KERNELCACHE_HARDWARE": "cpu", "CI": "true"}
 
     def pytest(self, *args: str, workers: int = 0, timeout: float = 900) -> Run:
         report = self.path.parent / "report.json"

@@ -82,16 +82,36 @@ def make_project(base: Path, zygote: Zygote | None, files: dict[str, str] = SUB_
     return proj
 
 
-def reset_hard(proj: Project, rev: str) -> None:
+def sub_worktree(proj: Project) -> dict[str, bytes | None]:
+    """The submodule's uncommitted working-tree changes: each modified or untracked file's bytes
+    (``None``: deleted). A superproject commit (``git add -A``) leaves them where they are, so
+    they are part of the state the next edit starts from."""
+    sub = proj.path / SUB
+    out: dict[str, bytes | None] = {}
+    for entry in git(sub, "status", "--porcelain", "-z", "--untracked-files=all").split("\0"):
+        if entry:
+            p = sub / entry[3:]
+            out[entry[3:]] = p.read_bytes() if p.is_file() else None
+    return out
+
+
+def reset_hard(proj: Project, rev: str, sub_tree: dict[str, bytes | None] | None = None) -> None:
     """Back to ``rev``, the submodule's working tree included (``git reset --hard`` alone
-    leaves it where it was)."""
+    leaves it where it was), and then to ``sub_tree`` (:func:`sub_worktree` taken at ``rev``):
+    the submodule's uncommitted changes that ``rev``'s state had (a checkout drops them)."""
     git(proj.path, "reset", "-q", "--hard", rev)
     git(proj.path, "clean", "-fdq")
     sub = proj.path / SUB
     want = git(proj.path, "ls-tree", rev, SUB).split()[2]
     checkout(sub, want)
     git(sub, "clean", "-fdq")
+    for rel, data in (sub_tree or {}).items():
+        if data is None:
+            (sub / rel).unlink(missing_ok=True)
+        else:
+            (sub / rel).parent.mkdir(parents=True, exist_ok=True)
+            (sub / rel).write_bytes(data)
 
 
 __all__ = ["HEADER", "SUB", "SUB_FILES", "SUB_TESTS", "TAGS", "VERSION", "add_submodule", "checkout",
-           "make_library", "make_project", "reset_hard"]
+           "make_library", "make_project", "reset_hard", "sub_worktree"]
