@@ -8,7 +8,7 @@ their identities come from the on-disk memo when it exists.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from . import kinds, level1, search, validate
 from .errors import SpecError, ToolchainError
@@ -34,11 +34,12 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
                                      checks=kinds.of(spec.kind).checks)
         return (None, rej) if rej else (entry, None)
 
+    early = [(place, v) for place in search.BEFORE_PLAN for v in search.verdicts(look, place, check, read_only=True)]
     pre = [{"entry": str(v.entry.path), "usable": v.module is not None, "reason": str(v.rejection or "")}
-           for v in search.verdicts(look, Place.PREBUILT, check, read_only=True)]
+           for _, v in early]
     out: dict[str, Any] = {"name": spec.name, "key1": None, "inputs": {}, "status": Explained.MISS, "entry": None,
-                           "reason": "", "note": "", "refused": [f"prebuilt {p['entry']}: {p['reason']}" for p in pre
-                                                                 if not p["usable"]], "prebuilt": pre,
+                           "reason": "", "note": "", "refused": [search.refused_line(v, place) for place, v in early
+                                                                 if v.module is None], "prebuilt": pre,
                            "root": str(spec.root), "kind": spec.kind,
                            "flags": {"cflags": list(spec.cflags), "cuda_cflags": list(spec.cuda_cflags),
                                      "ldflags": list(spec.ldflags)}}
@@ -50,38 +51,41 @@ def explain(spec: KernelSpec, settings: Settings | None = None) -> dict[str, Any
         l1 = level1.level1(plan, s, look.sources())
     except ToolchainError as e:
         out["note"] = f"no toolchain here, so no level-1 key (a load looks up fetched entries by source key): {e}"
-        return _fetched(out, look, check, f"no usable prebuilt or fetched entry, and no toolchain: {e}")
+        why = f"no usable prebuilt or fetched entry, and no toolchain: {e}"
+        return _places(out, look, check, search.NO_TOOLCHAIN, [], lambda: why)
     look.set_plan(plan, l1)
     out.update(key1=l1.key, inputs=l1.inputs)
-    seen = []
-    for v in search.verdicts(look, Place.LOCAL, check, read_only=True):
-        if v.module is not None:
-            if out["status"] == Explained.MISS:
-                out.update(status=Explained.HIT, entry=str(v.entry.path))
+    seen: list[search.Verdict] = []
+    return _places(out, look, check, search.AFTER_PLAN, seen, lambda: search.local_miss(look, seen).reason)
+
+
+_STATUS = {Place.PREBUILT: Explained.PREBUILT, Place.LOCAL: Explained.HIT, Place.FETCHED: Explained.FETCHED}
+
+
+def _places(out: dict, look: search.Lookup, check: search.Accept, places: tuple[Place, ...],
+            seen: list[search.Verdict], why: Callable[[], str]) -> dict:
+    """The load's places after the prebuilt roots (``search.ORDER``), read only, then the fleet.
+    Past the keyed place, a status already set (a usable prebuilt entry) ends the walk; ``why``:
+    the miss reason, kept only if nothing usable is found anywhere."""
+    for place in places:
+        if place is not search.KEYED and out["status"] != Explained.MISS:
             return out
-        seen.append(v)
-        out["refused"].append(f"{v.entry.path}: {v.rejection}")
-    if out["status"] != Explained.MISS:
-        return out
-    return _fetched(out, look, check, search.local_miss(look, seen).reason)
-
-
-def _fetched(out: dict, look: search.Lookup, check: search.Accept, why: str) -> dict:
-    """Fleet entries fetched earlier (the load's next place); ``why``: the miss reason, kept
-    only if nothing usable is found there either."""
+        if place is Place.FETCHED and look.skey() is not None:
+            out["source_key"] = look.skey()
+        for v in search.verdicts(look, place, check, read_only=True):
+            if v.module is not None:
+                if out["status"] == Explained.MISS:
+                    out.update(status=_STATUS[place], entry=str(v.entry.path))
+                return out
+            if place is search.KEYED:
+                seen.append(v)
+            out["refused"].append(search.refused_line(v, place))
     if out["status"] != Explained.MISS:
         return out
     skey = look.skey()
-    if skey is not None:
-        out["source_key"] = skey
-        for v in search.verdicts(look, Place.FETCHED, check, read_only=True):
-            if v.module is not None:
-                out.update(status=Explained.FETCHED, entry=str(v.entry.path))
-                return out
-            out["refused"].append(f"fetched {v.entry.path}: {v.rejection}")
     if look.s.remote_enabled and skey is not None and not look.s.rebuild and _fleet(out, look, skey):
         return out
-    out["reason"] = why
+    out["reason"] = why()
     return out
 
 

@@ -18,8 +18,7 @@ import time
 from contextlib import nullcontext
 from typing import Any, Iterable
 
-from . import events, kinds, level1, search, toolchain, validate
-from . import admit
+from . import admit, events, kinds, level1, search, toolchain, validate
 from .admit import accept, name_lock
 from . import manifest as manifest_mod
 from .lockfile import hook as lock_hook
@@ -92,10 +91,9 @@ def _hit(ctx: _Ctx, entry: Entry) -> None:
 
 # -- the lookup loop ---------------------------------------------------------------------------
 def _first(ctx: _Ctx, place: Place, seen: list[search.Verdict] | None = None) -> search.Verdict | None:
-    """The first entry of ``place`` that passes the one acceptance step; every refusal handled
-    by one policy: a local entry that loads wrong is quarantined (one that only does not fit
-    this host or its headers is skipped); entries built elsewhere are refused with an event,
-    and a fetched one is quarantined."""
+    """The first entry of ``place`` that passes the one acceptance step; one policy for every refusal:
+    a local entry that loads wrong is quarantined (one that does not fit this host or its headers is
+    skipped); entries built elsewhere are refused with an event, and a fetched one is quarantined."""
     for v in search.verdicts(ctx.look, place, ctx.accept):
         if v.module is not None:
             return v
@@ -103,17 +101,22 @@ def _first(ctx: _Ctx, place: Place, seen: list[search.Verdict] | None = None) ->
         assert rej is not None
         if seen is not None:
             seen.append(v)
-        if place is Place.LOCAL:
-            if v.admitted:
-                _reject(ctx, v.entry, rej)
-            else:
-                ctx.refused.append(f"{v.entry.path}: {rej}")
+        if place is Place.LOCAL and v.admitted:
+            _reject(ctx, v.entry, rej)
             continue
-        ctx.refused.append(f"{place} {v.entry.path}: {rej}")
-        events.emit(events.REFUSED[place], name=ctx.spec.name, entry=str(v.entry.path), reason=str(rej))
+        ctx.refused.append(search.refused_line(v, place))
+        if place is not Place.LOCAL:
+            events.emit(events.REFUSED[place], name=ctx.spec.name, entry=str(v.entry.path), reason=str(rej))
         if place is Place.FETCHED:
             ctx.store.quarantine(v.entry, str(rej))
     return None
+
+
+def _taken(ctx: _Ctx, place: Place, v: search.Verdict) -> tuple[Any, WarmResult]:
+    """The first usable entry of ``place`` (``search.ORDER``), reported as the load's answer."""
+    more: dict[str, Any] = {"fetched": True} if place is Place.FETCHED else {}
+    return _found(ctx, v, Status.PREBUILT if place is Place.PREBUILT else Status.HIT,
+                  "fetched earlier from the fleet cache" if more else "", **more)
 
 
 def _found(ctx: _Ctx, v: search.Verdict, status: Status, reason: str = "", **fields: Any) -> tuple[Any, WarmResult]:
@@ -242,10 +245,10 @@ def _from_fleet(ctx: _Ctx, can_build: bool):
 
 def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
     ctx = _Ctx(spec, s, LocalStore(s))
-    if not s.rebuild:
-        got = _first(ctx, Place.PREBUILT)
+    for place in () if s.rebuild else search.BEFORE_PLAN:
+        got = _first(ctx, place)
         if got is not None:
-            return _found(ctx, got, Status.PREBUILT)
+            return _taken(ctx, place, got)
     try:
         plan = kinds.make_plan(spec, s)
         if toolchain.computing_ahead():  # a fresh cache: a build is likely, and importing its
@@ -259,13 +262,11 @@ def _pipeline(spec: KernelSpec, s: Settings) -> tuple[Any, WarmResult]:
             miss = search.LocalMiss(Miss.REBUILD, "rebuild requested")
         else:
             seen: list[search.Verdict] = []
-            got = _first(ctx, Place.LOCAL, seen)
-            if got is not None:
-                return _found(ctx, got, Status.HIT)
+            for place in search.AFTER_PLAN:
+                got = _first(ctx, place, seen if place is search.KEYED else None)
+                if got is not None:
+                    return _taken(ctx, place, got)
             miss = search.local_miss(ctx.look, seen)
-            got = _first(ctx, Place.FETCHED)
-            if got is not None:
-                return _found(ctx, got, Status.HIT, "fetched earlier from the fleet cache", fetched=True)
         events.emit(events.Event.MISS, name=spec.name, reason=miss.reason, reason_code=miss.code.value)
         if s.no_build and not s.remote_enabled:
             raise CacheMissError(spec.name, miss.reason, ctx.refused)
@@ -321,9 +322,10 @@ def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]
     skey = ctx.look.skey()
     if skey and not s.rebuild:
         with name_lock(spec.name):
-            got = _first(ctx, Place.FETCHED)
-            if got is not None:
-                return _found(ctx, got, Status.HIT, "fetched earlier from the fleet cache", fetched=True)
+            for place in search.NO_TOOLCHAIN:
+                got = _first(ctx, place)
+                if got is not None:
+                    return _taken(ctx, place, got)
             if s.remote_enabled:
                 with single_flight("skey:" + skey, spec.name, s):
                     out = _from_fleet(ctx, can_build=False)

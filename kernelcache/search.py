@@ -1,6 +1,6 @@
 """The lookup loop: the places an entry can come from, one acceptance step, typed outcomes.
 
-Places, in order (:class:`~kernelcache.events.Place`): prebuilt artifact roots, the local cache
+Places, in order (:data:`ORDER`, of :class:`~kernelcache.events.Place`): prebuilt artifact roots, the local cache
 (entries under the level-1 key), fleet entries fetched earlier, and the fleet itself (the stage
 beside the loader, ``kernelcache.fleet``, which hands each download to the same door). Every
 candidate is judged the same way:
@@ -35,6 +35,14 @@ from .storage.local import LocalStore
 
 # entry -> (module, None) or (None, why not): admit.accept, or a read-only check
 Accept = Callable[[Entry], "tuple[Any, validate.Rejection | None]"]
+
+ORDER: tuple[Place, ...] = (Place.PREBUILT, Place.LOCAL, Place.FETCHED)
+"""The places a load tries, in this order, written once: the loader, its no-toolchain path and
+``explain`` read it (the fleet stage comes after the last)."""
+KEYED = Place.LOCAL  # the place found by the level-1 key: tried only once the plan is made
+BEFORE_PLAN = ORDER[:ORDER.index(KEYED)]  # tried before the plan: a hit there hashes nothing
+AFTER_PLAN = ORDER[ORDER.index(KEYED):]
+NO_TOOLCHAIN = tuple(p for p in AFTER_PLAN if p is not KEYED)  # no compiler, so no level-1 key
 
 
 class Lookup:
@@ -177,6 +185,12 @@ def verdicts(look: Lookup, place: Place, accept: Accept, read_only: bool = False
             continue
         mod, rej = accept(entry)
         yield Verdict(entry, mod, rej, True)
+
+
+def refused_line(v: Verdict, place: Place) -> str:
+    """How a refused candidate is listed (a load's refusals, ``explain``'s): a local entry by
+    its path, one built elsewhere with its place first."""
+    return f"{v.entry.path}: {v.rejection}" if place is Place.LOCAL else f"{place} {v.entry.path}: {v.rejection}"
 
 
 class LocalMiss:

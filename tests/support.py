@@ -186,3 +186,21 @@ def compilerless_path(bin_dir: Path) -> str:
             if not COMPILER.search(p.name) and not (bin_dir / p.name).exists():
                 (bin_dir / p.name).symlink_to(p)
     return os.pathsep.join([os.path.dirname(sys.executable), str(bin_dir)])
+
+
+def copy_as_fetched(entry: Path, spec, settings) -> Path:
+    """A copy of a built entry where a fleet download of it lands (``fetched/<name>/<skey>/``),
+    its manifest as the fleet stage writes it (relocatable, a remote origin)."""
+    import shutil
+
+    from kernelcache import kinds, manifest, toolchain
+    from kernelcache.storage.local import LocalStore
+
+    skey = kinds.source_key(spec, (), toolchain.tvm_ffi_paths().version, settings)
+    dest = LocalStore(settings).fetched_dir(spec.name, skey) / entry.name
+    dest.parent.mkdir(parents=True)
+    shutil.copytree(entry, dest)
+    m = manifest.read(dest).relocatable(None)
+    m.origin = "remote:file:///elsewhere"
+    manifest.write(dest, m)
+    return dest

@@ -17,7 +17,7 @@ import kernelcache as kc
 from kernelcache import export, kinds, level1, manifest, native
 from kernelcache.settings import Settings
 from kernelcache.storage.entry import Entry
-from tests.support import project_spec
+from tests.support import copy_as_fetched, project_spec
 
 FAKE = "kc_fake_avx9000"  # a CPU feature no CPU has
 
@@ -125,20 +125,11 @@ def test_prebuilt_entry_for_another_cpu_is_refused(kc_env, project, tmp_path):
 
 
 def test_fetched_fleet_entry_for_another_cpu_is_refused(kc_env, project):
-    from kernelcache import toolchain
-    from kernelcache.storage.local import LocalStore
-
     spec = project_spec(project, cflags=["-march=native"])
     kc.load(spec)
     [entry] = kc_env.entries()
     s = Settings.from_env().replace(no_build=True)
-    skey = kinds.source_key(spec, (), toolchain.tvm_ffi_paths().version, s)
-    dest = LocalStore(s).fetched_dir(spec.name, skey) / entry.name
-    dest.parent.mkdir(parents=True)
-    shutil.copytree(entry, dest)
-    m = manifest.read(dest).relocatable(None)
-    m.origin = "remote:file:///elsewhere"
-    manifest.write(dest, m)
+    dest = copy_as_fetched(entry, spec, s)
     shutil.rmtree(entry)  # only the fetched copy is left
     kc.reset_process_state()
     _, res = kc.load_with_result(spec, settings=s)
