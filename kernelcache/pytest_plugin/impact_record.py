@@ -90,16 +90,31 @@ class SetupRecorder:
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Any:
         key = fixture_key(fixturedef)
+        # its teardown too: finalizers run last-added first, so one added before the fixture's
+        # own (a yield fixture's rest, request.addfinalizer) ends the recording after them, one
+        # added after its setup begins it before them
+        teardown: list[record.Recording] = []
+        fixturedef.addfinalizer(lambda: self._end_teardown(key, teardown))
         rec = self.record.start()
         try:
             return (yield)
         finally:
             self.record.stop()
-            self.fixtures.setdefault(key, self.record.Recording()).absorb(rec)
-            self.owner.note_kernels(rec)
+            self._absorb(key, rec)
             outer = self.record.current()
             if outer is not None:  # set up inside another fixture or a test (getfixturevalue)
                 outer.fixtures.add(key)
+            fixturedef.addfinalizer(lambda: teardown.append(self.record.start()))
+
+    def _end_teardown(self, key: str, teardown: list["record.Recording"]) -> None:
+        if teardown:  # begun (a setup that raised has no teardown of its own to record)
+            if self.record.current() is teardown[0]:
+                self.record.stop()
+            self._absorb(key, teardown.pop())
+
+    def _absorb(self, key: str, rec: "record.Recording") -> None:
+        self.fixtures.setdefault(key, self.record.Recording()).absorb(rec)
+        self.owner.note_kernels(rec)
 
     def pytest_deselected(self, items: list[Any]) -> None:
         """-k, -m, --deselect, --lf and this plugin's own selection: those files ran in part."""
