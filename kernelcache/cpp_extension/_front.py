@@ -15,7 +15,7 @@ torch), object files or archives among the inputs or link flags (linked in by th
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .. import recall
 from . import _torch_side, _versions
@@ -38,12 +38,8 @@ def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cf
     d = None
     if (settings is None and not (with_sycl or extra_sycl_cflags) and not _links_objects(sources, extra_ldflags)
             and _arch_fixed(with_cuda, [str(p).endswith((".cu", ".cuh")) for p in _strs_all((sources,))])):
-        try:
-            call = (*digest(LOAD, args), recall.real_paths(_strs(sources)),
-                    recall.real_paths(_strs(extra_include_paths)), _env())
-        except TypeError:  # arguments that are not plain data: the full path reports them
-            call = None
-        d = recall.digest("torch.load", call) if call is not None else None
+        d = _digest("torch.load", lambda: (*digest(LOAD, args), recall.real_paths(_strs(sources)),
+                                           recall.real_paths(_strs(extra_include_paths)), _env()))
         got = _recalled(name, d, verbose, build_directory) if d is not None else None
         if got is not None:
             return got
@@ -63,17 +59,24 @@ def load_inline(name, cpp_sources, cuda_sources=None, sycl_sources=None, functio
     d = None
     if (settings is None and not (with_sycl or sycl_sources or extra_sycl_cflags or use_pch)
             and not _links_objects(extra_ldflags) and _arch_fixed(with_cuda, [bool(cuda_sources)])):
-        try:
-            call = (*digest(LOAD_INLINE, args), recall.real_paths(_strs(extra_include_paths)), _env())
-        except TypeError:  # arguments that are not plain data: the full path reports them
-            call = None
-        d = recall.digest("torch.load_inline", call) if call is not None else None
+        d = _digest("torch.load_inline",
+                    lambda: (*digest(LOAD_INLINE, args), recall.real_paths(_strs(extra_include_paths)), _env()))
         got = _recalled(name, d, verbose, build_directory) if d is not None else None
         if got is not None:
             return got
     from . import _api
 
     return _api.load_inline(**bind(LOAD_INLINE, args), settings=settings, _recall=d)
+
+
+def _digest(what: str, call: Callable[[], tuple]) -> str | None:
+    """The recall digest of one call's inputs; None when they are not plain data (the full
+    path reports them)."""
+    try:
+        inputs = call()
+    except TypeError:
+        return None
+    return recall.digest(what, inputs)
 
 
 def _recalled(name: Any, d: str, verbose: bool, build_directory: Any) -> Any:
