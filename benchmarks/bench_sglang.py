@@ -21,11 +21,16 @@ import hook runs during them). ``process`` is the child's whole wall time.
   initialisation on a GPU): ``load`` is what each JIT adds, ``floor`` what was paid before it.
   ``--floor-reps`` each (default 5; 0: none).
 
+* ``--stages N``: N routed warm processes past the floor that time the route's steps of a
+  recalled call one by one, as ``kernelcache.sglang._route.load`` runs them (imports, the gate,
+  SGLang's resolution, the digest, the memo read, the re-stat, ``recall_entry``: read, re-stat
+  and ``tvm_ffi.load_module``).
+
 Medians are reported with the spread (min-max, n) of every figure; the ratio is route / SGLang of
 the medians. All runs of all phases go to ``DIR/bench_sglang.json``.
 
     python benchmarks/bench_sglang.py [--module ngram|cutlass] [--arch 9.0] [--reps 11] [--cold-reps 5]
-                                      [--floor-reps 5] [--dir D]
+                                      [--floor-reps 5] [--stages 0] [--dir D]
 
 kernelcache is byte-compiled first (an installed package has its ``.pyc``; SGLang's were written
 by pip). Not a test.
@@ -80,9 +85,42 @@ CHILDREN = {
     "cutlass": CHILD_TEMPLATE.format(package="moe", module="moe_finalize_fuse_shared", call="_jit_module"),
 }
 CHILD = CHILDREN["ngram"]
+# --stages: the route's steps on a recalled call, timed one by one in a fresh routed process past the
+# floor (as _route.load runs them; the module's own load_jit arguments, as its op module passes them)
+STAGES_CHILD = """
+import json, os, time
+T = time.perf_counter
+from sglang.kernels.ops.{package} import {module} as ops
+from sglang.kernels.jit.utils import override_jit_cuda_arch
+import tvm_ffi
+import sglang.kernels.jit.utils.compile.loader as loader
+arch = os.environ.get("BENCH_SGLANG_ARCH")
+arch_override = override_jit_cuda_arch(*map(int, arch.split("."))) if arch else None
+if arch_override is not None:
+    arch_override.__enter__()  # held: a collected override puts the detected arch back
+loader.get_default_target_flags()
+out = {{}}
+t = T(); from kernelcache import recall; from kernelcache.sglang import _gate, _request, _route; out["imports"] = T() - t
+t = T(); _gate.call_refusal(loader); out["call_refusal"] = T() - t
+t = T(); req = _request.resolve(loader, {args!r}, {kwargs!r}); out["resolve"] = T() - t
+t = T(); d = _route._digest(req); out["digest"] = T() - t
+t = T(); rec = recall.read_file(recall.memo_path(d)); out["memo_read"] = T() - t
+t = T(); ok = rec is not None and recall.holds(rec); out["restat"] = T() - t
+t = T(); got = recall.recall_entry(d); out["recall_entry"] = T() - t
+assert ok and got is not None, "not recalled"
+print(json.dumps(out))
+"""
+STAGES = {
+    "ngram": STAGES_CHILD.format(package="speculative", module="ngram_corpus", args=("ngram_corpus",), kwargs={
+        "cpp_files": [f"ngram_corpus/{f}.cpp" for f in ("result", "trie", "suffix_automaton", "ngram",
+                                                         "ngram_corpus_ffi")], "header_only": False}),
+    "cutlass": STAGES_CHILD.format(package="moe", module="moe_finalize_fuse_shared", args=("moe_finalize_fuse_shared",),
+                                   kwargs={"cuda_files": ["moe/moe_finalize_fuse_shared.cu"],
+                                           "extra_dependencies": ["cutlass"], "header_only": False}),
+}
 
 
-def child(route: bool, kc: Path, sg: Path, floor: bool = False) -> dict:
+def child(route: bool, kc: Path, sg: Path, floor: bool = False, code: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELCACHE_", "SGLANG_", "BENCH_SGLANG_FLOOR"))}
     env.update({"KERNELCACHE_DIR": str(kc), "SGLANG_JIT_CACHE_DIR": str(sg), "KERNELCACHE_LOG": "0",
                 "PYTHONPATH": str(REPO) + os.pathsep + env.get("PYTHONPATH", "")})
@@ -91,12 +129,12 @@ def child(route: bool, kc: Path, sg: Path, floor: bool = False) -> dict:
     if floor:
         env["BENCH_SGLANG_FLOOR"] = "1"
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=3600)
+    p = subprocess.run([sys.executable, "-c", code or CHILD], env=env, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - t
     if p.returncode != 0:
         raise SystemExit(f"child failed:\n{p.stderr[-3000:]}")
     out = json.loads(p.stdout.splitlines()[-1])
-    if out["routed"] != route:
+    if code is None and out["routed"] != route:
         raise SystemExit(f"child routed={out['routed']}, expected {route}")
     out["process"] = wall
     return out
@@ -135,6 +173,8 @@ def main() -> int:
     ap.add_argument("--cold-reps", type=int, default=5, help="cold runs per side")
     ap.add_argument("--floor-reps", type=int, default=5,
                     help="warm runs per side with the shared floor paid before the timed call (0: none)")
+    ap.add_argument("--stages", type=int, default=0,
+                    help="routed runs timing the route's steps of a recalled call one by one (past the floor)")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--module", choices=sorted(CHILDREN), default="ngram")
     ap.add_argument("--arch", default=None, help="cutlass: build for this arch (e.g. 9.0) without a GPU")
@@ -170,9 +210,10 @@ def main() -> int:
             res[phase]["route"].append(child(True, warm_kc, fresh, floor))
             if fresh.exists():
                 raise SystemExit("a routed load wrote SGLANG_JIT_CACHE_DIR")
+    stages = [child(True, warm_kc, base / f"fresh-sg-stages-{i}", code=STAGES[ns.module]) for i in range(ns.stages)]
     summary = summarise(res)
     (base / "bench_sglang.json").write_text(json.dumps({"module": ns.module, "arch": ns.arch, "runs": res,
-                                                       "summary": summary}, indent=1))
+                                                       "stages": stages, "summary": summary}, indent=1))
     print(f"results: {base / 'bench_sglang.json'}")
     for phase, row in summary.items():
         print(f"{phase:15}  load: SGLang {_ms(row['own_load'])}  route {_ms(row['route_load'])}  "
@@ -181,6 +222,10 @@ def main() -> int:
               f"route {row['route_process']['median']:.2f} s  ratio {row['process_ratio']:.3f}")
         if "own_floor" in row:
             print(f"{'':15}  floor paid before the call: SGLang {_ms(row['own_floor'])}  route {_ms(row['route_floor'])}")
+    if stages:
+        print("route's steps of a recalled call, past the floor (median ms [min-max]): " + ", ".join(
+            f"{k} {statistics.median(r[k] for r in stages) * 1e3:.2f} [{min(r[k] for r in stages) * 1e3:.2f}-"
+            f"{max(r[k] for r in stages) * 1e3:.2f}]" for k in stages[0] if k != "process"))
     return 0
 
 

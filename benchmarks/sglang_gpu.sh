@@ -35,12 +35,13 @@ tests)
   ;;
 bench)
   # per module: cold (empty caches) COLD_REPS a side, warm (fresh processes, the route with a fresh
-  # SGLANG_JIT_CACHE_DIR each time) REPS a side, warm past the shared floor FLOOR_REPS a side; the
-  # log of each module goes to $OUT too. One module per device call fits 600 s (BENCH_MODULES=cutlass).
+  # SGLANG_JIT_CACHE_DIR each time) REPS a side, warm past the shared floor FLOOR_REPS a side, the
+  # route's steps of a recalled call timed one by one STAGES times; the log of each module goes to
+  # $OUT too. One module per device call fits its 600 s (BENCH_MODULES=cutlass, then =ngram).
   for m in ${BENCH_MODULES:-cutlass ngram}; do
     rm -rf "$W/bench-$m"
     python3 "$W/src/benchmarks/bench_sglang.py" --module "$m" --reps "${REPS:-11}" --cold-reps "${COLD_REPS:-5}" \
-      --floor-reps "${FLOOR_REPS:-5}" --dir "$W/bench-$m" 2>&1 | tee "$OUT/bench_sglang_$m.log"
+      --floor-reps "${FLOOR_REPS:-5}" --stages "${STAGES:-5}" --dir "$W/bench-$m" 2>&1 | tee "$OUT/bench_sglang_$m.log"
     cp "$W/bench-$m/bench_sglang.json" "$OUT/bench_sglang_$m.json"
   done
   ;;
