@@ -210,7 +210,12 @@ def main() -> int:
             res[phase]["route"].append(child(True, warm_kc, fresh, floor))
             if fresh.exists():
                 raise SystemExit("a routed load wrote SGLANG_JIT_CACHE_DIR")
-    stages = [child(True, warm_kc, base / f"fresh-sg-stages-{i}", code=STAGES[ns.module]) for i in range(ns.stages)]
+    stages = []
+    try:  # a step-by-step run that fails (say, another SGLang's arguments) costs only its own rows
+        stages = [child(True, warm_kc, base / f"fresh-sg-stages-{i}", code=STAGES[ns.module])
+                  for i in range(ns.stages)]
+    except SystemExit as e:
+        print(f"--stages: {e}", file=sys.stderr)
     summary = summarise(res)
     (base / "bench_sglang.json").write_text(json.dumps({"module": ns.module, "arch": ns.arch, "runs": res,
                                                        "stages": stages, "summary": summary}, indent=1))

@@ -19,7 +19,10 @@ case "${1:-}" in
 setup)
   rm -rf "$W/src" "$W/site"; mkdir -p "$W/src" "$W/site"
   tar xzf "$B/kc-src.tar.gz" -C "$W/src"
-  for t in sglang-slim flashinfer-slim cutlass; do tar xJf "$B/$t.tar.xz" -C "$W/site"; done
+  # flashinfer-slim.tar.xz: in $B, or where the device preparation keeps it (.device/)
+  for t in "$B/sglang-slim.tar.xz" "$(ls "$B/flashinfer-slim.tar.xz" .device/flashinfer-slim.tar.xz 2>/dev/null | head -1)" "$B/cutlass.tar.xz"; do
+    tar xJf "$t" -C "$W/site" || { echo "setup: cannot unpack '$t'" >&2; exit 1; }
+  done
   python3 -m pip install -q --no-index --no-deps .device/wheels/apache_tvm_ffi-*.whl
   # the KERNELCACHE_PATCH hook (what an installed kernelcache ships) for the benchmark's children
   cp "$W/src/kernelcache/patch/kernelcache-patch.pth" "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
