@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from . import process_state, toolchain
 from .errors import ToolchainError
-from .plan import ROOT, BuildPlan
 from .spec import KernelSpec
 
+if TYPE_CHECKING:
+    from .plan import BuildPlan
+
+ROOT = "${ROOT}"  # the spec's root: sources and headers under it are keyed relative to it
 TVM_FFI = "${TVM_FFI}"
 SITE = "${SITE}"  # site-packages: header-only dependencies (FlashInfer) relocate with the venv
 CUDA = "${CUDA}"  # the toolkit: /usr/local/cuda-13.0 here, /opt/cuda there, same bytes, one key

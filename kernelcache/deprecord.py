@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import bounded, process_state
 from .key import DepCheck
-from .recall import stat_array
+from .stamps import stat_array
 
 FILENAME = "hit.rec"
 _MAGIC = b"KCHR"

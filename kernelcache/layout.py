@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-VERSION = "v1"
+from .formats import RECALL, VERSION
+
 BUILT = "entries"  # area of entries built on this host (and of artifact roots)
 FETCHED = "fetched"  # area of fleet entries fetched to this host
 AREAS = (BUILT, FETCHED)
@@ -33,7 +34,6 @@ QUARANTINE = "quarantine"  # where rejected entries go (also the EntryInfo.area 
 USED = "used"  # touched on every hit: LRU order for prune, newest-first candidate order
 DEPSTAT = "depstat.json"  # re-validated dependency stats (a later process trusts them unhashed)
 RECENT = ".recent"  # in a key directory: the entry id of the last hit (tried first)
-RECALL = "recall"  # under the root: one file per recalled drop-in call (kernelcache.recall.DIRNAME)
 NAME_MAX = 255  # bytes of one path component (Linux, macOS): what a kernel name must leave room in
 # what the layout derives from a kernel name: entries/<name>/, inline/<name>/, <name>.so (the
 # longest: a kind's binary; an executable is <name>)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bounded
-from .plan import ROOT
+from .anchors import ROOT
 from .spec import DEFAULT_KIND
 
 FORMAT = 3

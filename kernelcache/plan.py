@@ -13,7 +13,6 @@ from . import gpu, toolchain
 from .settings import Settings
 from .spec import KernelSpec
 
-ROOT = "${ROOT}"
 BUILD = "${BUILD}"
 
 BASE_CXXFLAGS = ["-std=c++17", "-fPIC", "-O2", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"]

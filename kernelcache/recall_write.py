@@ -19,13 +19,16 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import deprecord, kinds, recall, toolchain
+from . import deprecord, kinds, toolchain
 from .anchors import anchors_for
 from .events import Status
+from .formats import RECALL_FORMAT
 from .layout import BUILT, Layout
 from .manifest import FILENAME as MANIFEST
+from .memo import memo_path
 from .settings import Settings
 from .spec import KernelSpec
+from .stamps import import_stamp
 from .storage import prebuilt
 
 
@@ -99,10 +102,10 @@ def remember(digest: str | None, spec: KernelSpec, settings: Settings, status: S
         if seen is None or not w[0].add(settings.lock, seen):
             return False
     head = w[1]
-    rec = (recall.FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
-           b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), recall.import_stamp(), note,
+    rec = (RECALL_FORMAT, spec.name, head.entry_id, entry_path, str(Path(entry_path) / head.so_name), how,
+           b"\0".join(w[0].paths), _packed(w[0].stats), b"\0".join(w[0].absent), import_stamp(), note,
            str(spec.root), spec.kind)
-    _publish(recall.memo_path(digest, str(settings.cache_dir)), rec)
+    _publish(memo_path(digest, str(settings.cache_dir)), rec)
     return True
 
 
@@ -168,7 +171,7 @@ def _witnesses(spec: KernelSpec, settings: Settings, edir: Path):
     # KERNELCACHE_STRICT_DIRS: the cache dir was checked; a chmod or chown moves its ctime (decided again).
     # The memo's own directory first, so that publishing this memo does not move the root's.
     if settings.strict_dirs:
-        os.makedirs(settings.layout.root / recall.DIRNAME, exist_ok=True)
+        os.makedirs(settings.layout.recall, exist_ok=True)
         if not all(w.add(str(d)) for d in (settings.layout.base, settings.layout.root)):
             return None
     # no prebuilt root answers first (their discovery is witnessed by the distributions stamp)
@@ -193,7 +196,8 @@ def own_files() -> list[str]:
     one). Otherwise (an editable install, a checkout on the import path): every kernelcache module
     this process imported — the full load that decided the answer ran exactly those, wherever a
     rule lives (``kinds/`` included), so no hand-kept list of rule files can miss one."""
-    pkg = os.path.dirname(os.path.abspath(recall.__file__))
+    top = sys.modules[__name__.partition(".")[0]]  # the kernelcache package, wherever this module sits in it
+    pkg = os.path.dirname(os.path.abspath(top.__file__ or ""))
     site = os.path.dirname(pkg)
     try:
         infos = [n for n in os.listdir(site) if n.startswith("kernelcache-") and n.endswith(".dist-info")]
@@ -203,14 +207,14 @@ def own_files() -> list[str]:
         record = os.path.join(site, info, "RECORD")
         try:
             with open(record, "rb") as f:
-                if b"kernelcache/recall.py," in f.read():  # this very installation, not an editable stub
+                if b"kernelcache/__init__.py," in f.read():  # this very installation, not an editable stub
                     return [record]
         except OSError:
             continue
-    prefix = __package__ + "."
+    prefix = top.__name__ + "."
     out = []
     for name, mod in list(sys.modules.items()):
-        if name == __package__ or name.startswith(prefix):
+        if name == top.__name__ or name.startswith(prefix):
             path = getattr(mod, "__file__", None)
             if path and os.path.abspath(path).startswith(pkg + os.sep):
                 out.append(os.path.abspath(path))

@@ -17,7 +17,7 @@ from typing import Mapping
 from . import native, toolchain
 from .anchors import anchor_text, anchors_of
 from .level1 import KEY_FORMAT, canonical_hash, extra_inputs, source_hashes, tvm_abi
-from .plan import ROOT
+from .anchors import ROOT
 from .settings import Settings
 from .spec import KernelSpec
 

@@ -30,7 +30,8 @@ from .level1 import source_hashes, tvm_abi
 from .errors import ToolchainError
 from .events import RejectCode
 from .manifest import FORMAT, Manifest
-from .plan import IDENTITY_SYMBOL, ROOT
+from .anchors import ROOT
+from .plan import IDENTITY_SYMBOL
 from .records import FrozenRecord
 from .spec import KernelSpec
 

@@ -26,7 +26,8 @@ from ..anchors import machine_anchors
 from ..errors import KernelCacheError, SpecError, UnknownKernel
 from ..layout import BUILT
 from ..manifest import Manifest
-from ..plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS, ROOT
+from ..anchors import ROOT
+from ..plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS
 from ..spec import KernelSpec, specs_from_ref
 from ..storage.entry import Entry
 

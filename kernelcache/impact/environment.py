@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from .. import anchors, installed, process_state, toolchain
 from ..errors import ToolchainError
 from ..manifest import Manifest
-from ..plan import ROOT
+from ..anchors import ROOT
 
 Identity = dict[str, Any]  # {"kind", "name", "version", "digest", ...}: JSON as kept in the map
 ABSENT = "absent"

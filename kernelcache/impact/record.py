@@ -24,7 +24,7 @@ from ..anchors import KERNELCACHE, PACKAGE_DIR
 from ..layout import AREAS, Layout
 from ..manifest import Manifest
 from ..manifest import read as read_manifest
-from ..plan import ROOT
+from ..anchors import ROOT
 from .impact_map import KernelRecord
 from .opaque import SPAWN_EVENTS, Scope, spawn_reason, sys_frame
 from .opaque import abs_path as _abs

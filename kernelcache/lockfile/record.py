@@ -18,7 +18,7 @@ from .. import gpu, kinds, level1, toolchain
 from .. import manifest as manifest_mod
 from ..anchors import PACKAGE_DIR
 from ..errors import KernelCacheError, ToolchainError
-from ..plan import ROOT
+from ..anchors import ROOT
 from ..settings import Settings
 from ..spec import KernelSpec
 from . import sidecar

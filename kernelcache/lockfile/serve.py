@@ -96,7 +96,7 @@ def _served_facts(entry_path: str) -> tuple[str, dict[str, str]] | None:
     record (what the loader's hit just read: no JSON parsed), else from its manifest."""
     from .. import deprecord
     from .. import manifest as manifest_mod
-    from ..plan import ROOT
+    from ..anchors import ROOT
 
     prefix = ROOT + "/"
     rec = deprecord.load(Path(entry_path), manifest_mod.FILENAME)

@@ -256,7 +256,7 @@ class LocalStore:
     def _drop_orphaned_recalls(self, failed: list[tuple[Path, OSError]]) -> None:
         """Recalled-call memos (``recall/``) whose entry is gone, or that cannot be read: a memo
         of a live entry stays (it is rewritten whenever the full path answers that call)."""
-        from .. import recall
+        from ..memo import read_file
 
         try:
             with os.scandir(self.layout.recall) as it:
@@ -264,7 +264,7 @@ class LocalStore:
         except OSError:
             return
         for p in memos:
-            rec = recall.read_file(p)  # unreadable, another format, or its entry gone: no use
+            rec = read_file(p)  # unreadable, another format, or its entry gone: no use
             if rec is None or not os.path.isdir(rec[3]):
                 try:
                     os.unlink(p)

@@ -26,7 +26,7 @@ from .. import process_state
 from .. import toolchain
 from ..events import Place
 from ..layout import Layout
-from ..recall import distributions_stamp
+from ..stamps import distributions_stamp
 from ..settings import Settings
 from . import prebuilt_sign
 from .entry import Entry
@@ -81,7 +81,7 @@ def entry_point_roots(settings: Settings) -> list[Path]:
 
     Scanning package metadata costs milliseconds on every process start (tens with a few
     hundred distributions), so the result is memoised on disk, keyed by what changes when
-    distributions do (``kernelcache.recall.distributions_stamp``, the key a recalled call checks too).
+    distributions do (``kernelcache.stamps.distributions_stamp``, the key a recalled call checks too).
     """
     global _ep_roots
     if _ep_roots is None:

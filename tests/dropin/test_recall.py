@@ -58,7 +58,7 @@ def probe(dropin_env, tmp_path: Path):
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         before = dropin_env.compiles()
         # cwd: not this repository's (its kernelcache.egg-info, rewritten by tests that build a
-        # wheel, is part of what a recalled call witnesses: recall.distributions_stamp)
+        # wheel, is part of what a recalled call witnesses: stamps.distributions_stamp)
         proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
                               cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr

@@ -34,7 +34,7 @@ print("RESULT " + json.dumps({{"loads": out, "recalled": "kernelcache.loader" no
 
 def _run(env, code: str, **extra: str):
     """A fresh process in the test's own directory: the working directory's ``*.egg-info`` are part
-    of what a recall witnesses (``recall.distributions_stamp``), and tests that build a wheel of
+    of what a recall witnesses (``stamps.distributions_stamp``), and tests that build a wheel of
     this repository rewrite its ``kernelcache.egg-info`` while others run."""
     return env.run_py(code, cwd=env.tmp, **extra)
 

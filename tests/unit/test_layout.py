@@ -67,10 +67,9 @@ def test_no_other_module_spells_the_layout():
     assert not spelled, "\n".join(spelled)
 
 
-def test_recall_spells_its_directory_as_the_layout_does(tmp_path):
-    """kernelcache.recall cannot import the layout (a recalled load imports almost nothing), so
-    it repeats two words of it; they must stay the layout's."""
-    from kernelcache import layout, recall
+def test_recall_memos_live_where_the_layout_says(tmp_path):
+    """A recalled load cannot import the layout (it imports almost nothing); the memo's path is
+    built from the same leaf of spellings (formats) and must land in the layout's recall area."""
+    from kernelcache import layout, memo
 
-    assert (recall.DIRNAME, recall.LAYOUT_VERSION) == (layout.RECALL, layout.VERSION)
-    assert recall.memo_path("d" * 40, str(tmp_path)) == str(layout.Layout(tmp_path).recall / ("d" * 40))
+    assert memo.memo_path("d" * 40, str(tmp_path)) == str(layout.Layout(tmp_path).recall / ("d" * 40))

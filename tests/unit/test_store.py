@@ -158,18 +158,19 @@ def test_prune_by_age_also_ages_out_dropin_sources(store):
 
 
 def test_prune_drops_recall_memos_whose_entry_is_gone(store):
-    from kernelcache import recall
+    from kernelcache.formats import RECALL_FORMAT
+    from kernelcache.memo import memo_path
     from kernelcache.recall_write import _publish
 
     live = _entry(store, "live", used_at=time.time())
     gone = _entry(store, "gone", used_at=time.time() - 90 * 86400)
 
     def memo(edir) -> tuple:
-        return (recall.FORMAT, "k", edir.name, str(edir), str(edir / "k.so"), "lazy", b"", b"", b"", None, None, "/root", "tvm_ffi")
+        return (RECALL_FORMAT, "k", edir.name, str(edir), str(edir / "k.so"), "lazy", b"", b"", b"", None, None, "/root", "tvm_ffi")
 
     base = str(store.root.parent)
-    _publish(recall.memo_path("a" * 40, base), memo(live))
-    _publish(recall.memo_path("b" * 40, base), memo(gone))
+    _publish(memo_path("a" * 40, base), memo(live))
+    _publish(memo_path("b" * 40, base), memo(gone))
     damaged = store.root / "recall" / ("c" * 40)
     damaged.write_bytes(b"not a memo")
     store.prune(max_age_s=30 * 86400)

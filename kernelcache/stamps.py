@@ -1,0 +1,122 @@
+"""What the state of files and of the import path is, in the cheap form a warm path compares.
+
+Why one module: the hit record's check (``deprecord``), a recalled call (``recall``) and the
+companion wheels' prebuilt roots (``storage.prebuilt``) must stat alike and stamp the import path
+alike; one rule each, owned here, below all three.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from typing import Any
+
+
+def stat_array(paths: list[bytes]) -> tuple[array, bool]:
+    """(size, mtime_ns, ctime_ns, inode) of each path into one int64 array, and whether every
+    path could be stat-ed (the array stops at the first that could not). The one stat rule of
+    the hit record's check (``deprecord``) and of a recalled call."""
+    cur = array("q")
+    put, stat = cur.append, os.stat
+    try:
+        for p in paths:
+            st = stat(p)
+            put(st.st_size)
+            put(st.st_mtime_ns)
+            put(st.st_ctime_ns)
+            put(st.st_ino)
+    except OSError:
+        return cur, False
+    return cur, True
+
+
+def distributions_stamp() -> tuple:
+    """Per ``sys.path`` entry, what installing, removing or reinstalling a distribution changes
+    (the key of the companion wheels' prebuilt roots, ``kernelcache.storage.prebuilt``).
+
+    A directory of the Python installation (under ``sys.prefix``, ``sys.base_prefix``,
+    ``sys.exec_prefix``: site-packages, the standard library): its mtime (pip adds, removes or
+    replaces a ``*.dist-info`` directory in it; writing files deeper down does not move it).
+    Any other directory (the working directory, a checkout on ``PYTHONPATH``, where people and
+    tools create files all the time): the names and mtimes of the ``*.dist-info``,
+    ``*.egg-info`` and ``*.egg`` entries in it, which is all ``importlib.metadata`` reads there;
+    a ``build/`` or an editor's swap file appearing in a checkout is not a new distribution. Such a
+    directory without any (a test directory pytest puts first, a project's source dir) and a missing
+    entry are left out: no distribution comes from them, and one that appears there later enters
+    the stamp (so a ``python -c`` and a pytest run of one project stamp alike). Left out too: the directory of
+    setuptools' vendored packages, which importing setuptools appends to ``sys.path``
+    (``torch.utils.cpp_extension`` imports it, so a process whose full path wrote torch's flag
+    lines has it and the next one does not; no companion wheel lives there).
+    """
+    cwd = os.getcwd()
+    owned = _OWNED
+    stamp: list[tuple[str, object]] = []
+    seen: set[str] = set()
+    for p in sys.path:
+        if p.endswith(_VENDORED):
+            continue
+        d = p or cwd
+        a = os.path.abspath(d)  # '' and the working directory spelled out are one entry
+        if a in seen:  # a second mention offers no other distribution
+            continue
+        seen.add(a)
+        try:
+            if a != cwd and a.startswith(owned):
+                stamp.append((a, os.stat(d).st_mtime_ns))
+                continue
+            metas = []
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.name.endswith((".dist-info", ".egg-info", ".egg")):
+                        metas.append((e.name, e.stat().st_mtime_ns))
+            if metas:
+                stamp.append((a, tuple(sorted(metas))))
+        except NotADirectoryError:  # a zip on the path: its stat
+            try:
+                stamp.append((a, os.stat(d).st_mtime_ns))
+            except OSError:
+                pass
+        except OSError:
+            continue
+    return tuple(stamp)
+
+
+# The modules whose copy decides an answer: kernelcache's own rules, the libraries that load or
+# define a module (tvm-ffi, torch) and the JIT front ends whose headers and flags a kind reads.
+RESOLVED = ("kernelcache", "tvm_ffi", "torch", "flashinfer", "sglang")
+
+
+def import_stamp() -> tuple:
+    """What the import path means for an answer: the distributions it offers (companion wheels'
+    roots: :func:`distributions_stamp`) and where each of :data:`RESOLVED` is imported from (a
+    second copy of tvm-ffi first on the path is another answer, an unrelated directory is not)."""
+    return distributions_stamp(), tuple(_location(name) for name in RESOLVED)
+
+
+def _location(name: str) -> Any:
+    """Where ``name`` is (or would be) imported from: the loaded module's, else what the import
+    system's finders say now, without importing it (None: not importable)."""
+    mod = sys.modules.get(name)
+    spec = getattr(mod, "__spec__", None) if mod is not None else None
+    if spec is None:
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            try:
+                spec = find(name, None)
+            except Exception as e:  # noqa: BLE001 - a broken finder: an answer no memo matches
+                return ("unresolved", name, type(e).__name__, os.getpid())
+            if spec is not None:
+                break
+    if spec is None:
+        return None
+    origin = getattr(spec, "origin", None)
+    if origin and origin not in ("built-in", "frozen", "namespace"):
+        return os.path.abspath(origin)
+    return tuple(getattr(spec, "submodule_search_locations", None) or ())
+
+
+# The Python installation's prefixes, each ending in a separator (fixed for a process).
+_OWNED = (os.path.join(sys.prefix, ""), os.path.join(sys.base_prefix, ""), os.path.join(sys.exec_prefix, ""))
+_VENDORED = (os.path.join(os.sep, "setuptools", "_vendor"), os.path.join(os.sep, "pkg_resources", "_vendor"))
