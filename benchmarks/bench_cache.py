@@ -94,7 +94,7 @@ def main() -> int:
     kc_spec = (f"import kernelcache as kc\nspec = kc.KernelSpec(name='bench_add', sources=['add.cc'], "
                f"root={str(src_dir)!r}, functions={{'add': 'Callable[[int, int], int]'}})")
     import_tvm = "import tvm_ffi, tvm_ffi.cpp"  # each peer imports its library before the timer
-    import_kc = import_tvm + "\nimport kernelcache.loader"
+    import_kc = import_tvm + "\nimport kernelcache.lookup.loader"
 
     # -- 1. warm load ----------------------------------------------------------------------------
     env_kc = {**base_env, "KERNELCACHE_DIR": str(work / "kc_warm")}

@@ -15,7 +15,7 @@ it; it imports torch when torch is installed), then the clock covers:
   ``tvm import+load``, ``kc import+load`` (``kernelcache.tvm_ffi.load_inline``: the import of
   kernelcache, the drop-in and the loader on the clock, as in the first load of a fresh process)
   and ``kc load`` (the drop-in imported before the clock; a repeated call is recalled without
-  the loader, ``kernelcache.recall``). Goals:
+  the loader, ``kernelcache.lookup.recall``). Goals:
   ``kc import+load`` <= ``tvm load``; ``kc load`` <= 0.5x ``tvm load``.
 
 Prints medians and minimums over N fresh processes (sides interleaved), the garbage collections
@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 _KW = "cpp_sources='int64_t add(int64_t a, int64_t b) { return a + b; }', functions=['add']"
 _KC_PRE = ("import kernelcache.tvm_ffi, kernelcache.tvm_ffi._args, kernelcache.tvm_ffi._sources, "
-           "kernelcache.inline_sources, kernelcache.spec, kernelcache.loader, kernelcache.admit")
+           "kernelcache.inline_sources, kernelcache.base.spec, kernelcache.lookup.loader, kernelcache.lookup.admit")
 # case: (untimed setup, timed code)
 CASES = {
     "baseline": ("", "import tvm_ffi.cpp"),

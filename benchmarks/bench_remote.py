@@ -32,7 +32,7 @@ from hosts import Host, make_project, parse  # noqa: E402
 from servers import S3Server  # noqa: E402
 
 TIMED_LOAD = """
-import tvm_ffi, kernelcache.loader
+import tvm_ffi, kernelcache.lookup.loader
 import hashlib, json, time
 from pathlib import Path
 import kernelcache as kc

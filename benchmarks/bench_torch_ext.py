@@ -6,7 +6,7 @@
   (``torch.utils.cpp_extension``), ``dropin`` (``kernelcache.cpp_extension``), ``install``
   (``kernelcache.cpp_extension.install()`` then torch's module, whose functions now route to the
   drop-in). torch re-hashes the sources, rewrites ``build.ninja`` and runs ninja (which stats
-  every header); the drop-in recalls the call (``kernelcache.recall``: it re-stats what the last
+  every header); the drop-in recalls the call (``kernelcache.lookup.recall``: it re-stats what the last
   full load's answer rested on, without the loader) and imports the module. Sides alternate, N repetitions; medians, ratios, and the garbage
   collections each side's timed part set off (``gc.callbacks``: collections of generations
   0/1/2) are printed. Goals: import + call >= 5x faster than torch's, the call alone <= torch's,

@@ -32,7 +32,7 @@ def _run(argv: list[str], env: dict, timeout: float = 900) -> str:
 
 
 WARM = """
-import tvm_ffi, kernelcache.loader
+import tvm_ffi, kernelcache.lookup.loader
 import kernelcache as kc
 from kernelcache.kernels.ngram_corpus import spec
 s = spec()

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from kernelcache.gpu import detect_gpus
+from kernelcache.base.settings import kc_environ
+from kernelcache.host.gpu import detect_gpus
+
 from kernelcache.pytest_plugin.names import Resolved, read_suite_markers
-from kernelcache.settings import kc_environ
 
 
 def _load_toml(path: Path) -> dict:

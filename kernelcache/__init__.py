@@ -44,23 +44,23 @@ __all__ = [
 # Resolved on first use (PEP 562), so that ``import kernelcache`` (and the drop-in, which imports
 # it as its parent package) runs no class-creating module until a name is asked for.
 _LAZY = {
-    "KernelSpec": ("spec", "KernelSpec"),
-    "Settings": ("settings", "Settings"),
-    **{e: ("errors", e) for e in ("BuildError", "CacheMissError", "KernelCacheError", "LockTimeout", "LockViolation",
+    "KernelSpec": ("base.spec", "KernelSpec"),
+    "Settings": ("base.settings", "Settings"),
+    **{e: ("base.errors", e) for e in ("BuildError", "CacheMissError", "KernelCacheError", "LockTimeout", "LockViolation",
                                   "SchemaMismatch", "SpecError", "ToolchainError", "UnknownKernel")},
-    "load": ("front", "load"),  # recalls a call answered before; else loader.load
-    "load_with_result": ("loader", "load_with_result"),
-    "warm": ("loader", "warm"),
-    "explain": ("diagnose", "explain"),
-    "stats": ("events", "stats"),
-    "reset_process_state": ("process_state", "reset_process_state"),
-    "WarmResult": ("loader", "WarmResult"),
-    "push": ("push", "push"),
-    "PushResult": ("push", "PushResult"),
+    "load": ("lookup.front", "load"),  # recalls a call answered before; else loader.load
+    "load_with_result": ("lookup.loader", "load_with_result"),
+    "warm": ("lookup.loader", "warm"),
+    "explain": ("lookup.diagnose", "explain"),
+    "stats": ("base.events", "stats"),
+    "reset_process_state": ("base.process_state", "reset_process_state"),
+    "WarmResult": ("lookup.loader", "WarmResult"),
+    "push": ("lookup.push", "push"),
+    "PushResult": ("lookup.push", "PushResult"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .errors import (
+    from .base.errors import (
         BuildError,
         CacheMissError,
         KernelCacheError,
@@ -71,19 +71,19 @@ if TYPE_CHECKING:  # pragma: no cover
         ToolchainError,
         UnknownKernel,
     )
-    from .settings import Settings
-    from .spec import KernelSpec
-    from .events import stats
-    from .diagnose import explain
-    from .process_state import reset_process_state
-    from .front import load
-    from .loader import WarmResult, load_with_result, warm
-    from .push import PushResult, push
+    from .base.events import stats
+    from .base.process_state import reset_process_state
+    from .base.settings import Settings
+    from .base.spec import KernelSpec
+    from .lookup.diagnose import explain
+    from .lookup.front import load
+    from .lookup.loader import WarmResult, load_with_result, warm
+    from .lookup.push import PushResult, push
 
 
 def cache_dir(settings: Settings | None = None) -> Path:
     """The writable cache root of ``settings`` (default: the environment's)."""
-    from .settings import Settings
+    from .base.settings import Settings
 
     return (settings or Settings.from_env()).cache_dir
 
@@ -103,11 +103,11 @@ def _arm_patches() -> None:
     """KERNELCACHE_PATCH=tvm_ffi,torch (or KERNELCACHE_PATCH_TVM_FFI=1): install each drop-in once
     its target is imported (kernelcache.patch). Two dict lookups when unset: the settings module
     is not imported by ``import kernelcache`` (a warm recalled load never needs it)."""
-    from .environ import patch_mentioned
+    from .base.environ import patch_mentioned
 
     if not patch_mentioned():
         return
-    from .settings import patch_requested
+    from .base.settings import patch_requested
 
     chosen = patch_requested()
     if chosen:

@@ -69,8 +69,9 @@ def built_adder(tmp_path_factory: pytest.TempPathFactory) -> BuiltKernel:
     rebuilds or counts compiles builds its own with ``kc_env`` + ``project``. The settings come
     from an explicit environment, so the test process's own KERNELCACHE_* never leak in.
     """
+    from kernelcache.base.layout import Layout
+
     import kernelcache as kc
-    from kernelcache.layout import Layout
 
     base = tmp_path_factory.mktemp("built_adder")
     settings = kc.Settings.from_env({"KERNELCACHE_DIR": str(base / "cache"),

@@ -193,7 +193,10 @@ def copy_as_fetched(entry: Path, spec, settings) -> Path:
     its manifest as the fleet stage writes it (relocatable, a remote origin)."""
     import shutil
 
-    from kernelcache import kinds, manifest, toolchain
+    from kernelcache.entry import manifest
+    from kernelcache.host import toolchain
+
+    from kernelcache import kinds
     from kernelcache.storage.local import LocalStore
 
     skey = kinds.source_key(spec, (), toolchain.tvm_ffi_paths().version, settings)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cache import cmd_clean, cmd_explain, cmd_ls, cmd_prune, cmd_stats, cmd_verify, cmd_warm
 from . import lockfile
+from .cache import cmd_clean, cmd_explain, cmd_ls, cmd_prune, cmd_stats, cmd_verify, cmd_warm
 from .common import GlobalSubparsers, add_global_flags, parse_age, parse_size
 from .tools import cmd_build, cmd_doctor, cmd_pack
 
@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from ..errors import KernelCacheError, UnknownKernel
+    from ..base.errors import KernelCacheError, UnknownKernel
 
     try:
         return int(args.fn(args) or 0)

@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..events import Place, Status
-from ..layout import BUILT, QUARANTINE, Layout
+from ..base.events import Place, Status
+from ..base.layout import BUILT, QUARANTINE, Layout
 from . import records
 from .common import settings_of, table
 
@@ -20,12 +20,12 @@ def arch_problem(s) -> str | None:
     A typo in CI (``KERNELCACHE_CUDA_ARCH=banana``) must not silently drop the CUDA build."""
     if not (s.cuda_arch or "").strip():
         return None
-    from .. import gpu
+    from ..host import gpu
 
     try:
         gpu.parse_arch_list(s.cuda_arch)
     except gpu.ArchError as e:
-        from ..settings import kc_environ
+        from ..base.settings import kc_environ
 
         where = "KERNELCACHE_CUDA_ARCH" if (kc_environ().get("KERNELCACHE_CUDA_ARCH") or "").strip() \
             else "TVM_FFI_CUDA_ARCH_LIST"
@@ -42,8 +42,8 @@ def _cuda_unavailable(spec, s) -> str | None:
     """Why a CUDA kernel cannot be built here (no nvcc / no target arch), or None."""
     if not spec.is_cuda:
         return None
-    from .. import gpu, toolchain
-    from ..errors import ToolchainError
+    from ..base.errors import ToolchainError
+    from ..host import gpu, toolchain
 
     try:
         toolchain.find_cuda_home()
@@ -54,7 +54,7 @@ def _cuda_unavailable(spec, s) -> str | None:
 
 
 def cmd_warm(args) -> int:
-    from .. import loader
+    from ..lookup import loader
 
     s = settings_of(args)
     bad = arch_problem(s)
@@ -117,9 +117,9 @@ def _prebuilt_names(s) -> set[str]:
 def _kind_of(entry_dir: Path) -> str:
     """The kind an entry's manifest names, from the small head of its hit record (a torch
     manifest is ~900 KB of dependencies); the manifest itself only when the record is not bound."""
-    from .. import deprecord
-    from ..manifest import FILENAME, read
-    from ..spec import DEFAULT_KIND
+    from ..base.spec import DEFAULT_KIND
+    from ..entry import deprecord
+    from ..entry.manifest import FILENAME, read
 
     head = deprecord.head(entry_dir, FILENAME)
     if head is None:
@@ -131,7 +131,7 @@ def _kind_of(entry_dir: Path) -> str:
 def _kind_label(kind: str) -> str:
     """How ``ls`` and ``stats`` name a kind ("torch extension", "FlashInfer JIT module", ...)."""
     from .. import kinds
-    from ..errors import SpecError
+    from ..base.errors import SpecError
 
     try:
         return kinds.of(kind).label or kind
@@ -142,10 +142,9 @@ def _kind_label(kind: str) -> str:
 def cmd_ls(args) -> int:
     """From paths and stats, and each entry's kind from the small head of its hit record:
     10,000 entries list in well under two seconds."""
-    from ..storage.local import LocalStore
-
     from ..storage import prebuilt
     from ..storage.entry import dir_size
+    from ..storage.local import LocalStore
 
     s = settings_of(args)
     items: list[dict[str, Any]] = [{"name": i.name, "entry_id": i.entry_id, "path": str(i.path),
@@ -172,8 +171,8 @@ def cmd_ls(args) -> int:
 
 def cmd_verify(args) -> int:
     """Re-hash every entry's .so against its manifest; quarantine the bad ones with --fix."""
+    from ..entry.validate import binary_problem
     from ..storage.local import LocalStore
-    from ..validate import binary_problem
 
     s = settings_of(args)
     bad = 0
@@ -193,8 +192,8 @@ def cmd_verify(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from ..diagnose import explain
-    from ..errors import UnknownKernel
+    from ..base.errors import UnknownKernel
+    from ..lookup.diagnose import explain
 
     s = settings_of(args)
     bad = arch_problem(s)
@@ -204,7 +203,7 @@ def cmd_explain(args) -> int:
         spec = records.resolve([args.name], getattr(args, "spec", None) or [], s, fetched=False)[args.name]
         info = explain(spec, s)
     except (records.NoSourcesHere, UnknownKernel) as e:  # built elsewhere only (fetched, or a prebuilt root)
-        from ..diagnose import explain_recorded
+        from ..lookup.diagnose import explain_recorded
 
         info = explain_recorded(args.name, s)
         if isinstance(e, UnknownKernel) and not info["prebuilt"]:
@@ -259,14 +258,14 @@ def _deps_recorded(entry: str) -> str:
     """`` (N dependencies recorded)`` from the entry's manifest ("" when it cannot be read)."""
     from pathlib import Path
 
-    from ..manifest import read
+    from ..entry.manifest import read
 
     m = read(Path(entry))
     return f" ({len(m.deps)} dependencies recorded)" if m is not None else ""
 
 
 def cmd_prune(args) -> int:
-    from ..errors import RemovalError
+    from ..base.errors import RemovalError
     from ..storage.local import LocalStore
 
     if args.max_size is None and args.max_age is None:
@@ -285,7 +284,7 @@ def cmd_prune(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from ..errors import RemovalError
+    from ..base.errors import RemovalError
     from ..storage.local import LocalStore
 
     s = settings_of(args)

@@ -5,7 +5,7 @@ import argparse
 import re
 from typing import Any
 
-from ..settings import REMOTE_MODES, Settings
+from ..base.settings import REMOTE_MODES, Settings
 
 
 def add_global_flags(p: argparse.ArgumentParser, after_command: bool) -> None:

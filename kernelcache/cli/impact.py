@@ -32,8 +32,8 @@ def cmd_affected(args: argparse.Namespace) -> int:
     if not args.since:
         print("kernelcache affected: --since REF is required (or --verify REPORT)")
         return 2
+    from ..base.settings import kc_environ
     from ..impact.api import affected
-    from ..settings import kc_environ
     from .common import settings_of
 
     map_path = args.map or kc_environ().get("KERNELCACHE_IMPACT_MAP") or None

@@ -22,13 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import kinds
-from ..anchors import machine_anchors
-from ..errors import KernelCacheError, SpecError, UnknownKernel
-from ..layout import BUILT
-from ..manifest import Manifest
-from ..anchors import ROOT
-from ..plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS
-from ..spec import KernelSpec, specs_from_ref
+from ..base.errors import KernelCacheError, SpecError, UnknownKernel
+from ..base.layout import BUILT
+from ..base.spec import KernelSpec, specs_from_ref
+from ..entry.manifest import Manifest
+from ..host.anchors import ROOT, machine_anchors
+from ..key.plan import BASE_CFLAGS, BASE_CUDAFLAGS, BASE_CXXFLAGS
 from ..storage.entry import Entry
 
 TVM_INCLUDE = "-I${TVM_FFI}/include"
@@ -80,8 +79,8 @@ def recorded_names(settings) -> set[str]:
 def from_records(name: str, settings, fetched: bool = True) -> KernelSpec | None:
     """The spec of the most recently used entry of ``name`` (built here first, then fetched
     unless ``fetched`` is false), or None."""
-    from .. import manifest as manifest_mod
-    from ..layout import Layout
+    from ..base.layout import Layout
+    from ..entry import manifest as manifest_mod
     from ..storage.local import LocalStore
 
     store = LocalStore(settings)

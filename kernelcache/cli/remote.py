@@ -34,13 +34,13 @@ def _remote(args, writable: bool = False):
 
 def cmd_push(args) -> int:
     """Upload the entries of the local cache (all, or those of the named kernels). Never builds."""
-    from ..push import push
+    from ..lookup.push import push
 
     s = settings_of(args)
     if not s.remote_writable:
         print(f"push: {_READWRITE}", file=sys.stderr)
         return 2
-    from .. import events
+    from ..base import events
 
     with events.logging_to(s.log or "0"):  # the table below is the report: no progress line per entry
         results = push(args.names or None, s)

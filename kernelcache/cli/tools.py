@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..events import Status
+from ..base.events import Status
 from . import records
 from .common import settings_of
 
@@ -13,7 +13,7 @@ from .common import settings_of
 def cmd_doctor(args) -> int:
     """Report every tool and header set; exit 1 if something the CPU path needs is missing or a
     configured fleet cache cannot be reached (usable as a CI pre-check)."""
-    from .. import gpu, toolchain
+    from ..host import gpu, toolchain
 
     s = settings_of(args)
     ok = True
@@ -78,7 +78,7 @@ def _remote_line(s) -> tuple[bool, str]:
     """A configured remote must answer (doctor is a CI pre-check): (reachable, the line's text)."""
     if not s.remote_enabled:
         return True, "off (set KERNELCACHE_REMOTE to share built kernels across hosts)"
-    from ..errors import KernelCacheError
+    from ..base.errors import KernelCacheError
     from ..storage.remote import open_remote
     from ..storage.remote.ops import remote_ping
 
@@ -91,9 +91,9 @@ def _remote_line(s) -> tuple[bool, str]:
 
 
 def cmd_build(args) -> int:
-    from .. import gpu
-    from ..errors import UnknownKernel
-    from ..export import build_artifact_root, export_flashinfer, export_sglang
+    from ..base.errors import UnknownKernel
+    from ..export.roots import build_artifact_root, export_flashinfer, export_sglang
+    from ..host import gpu
     from .cache import arch_problem, usage_error
 
     for a in args.arch:
@@ -106,7 +106,7 @@ def cmd_build(args) -> int:
         return _build_lock(args, s)
     sign = Path(args.sign).expanduser() if args.sign else None
     if sign is not None:  # a key that cannot sign fails now, not after the builds
-        from ..errors import KernelCacheError
+        from ..base.errors import KernelCacheError
         from ..storage.prebuilt_sign import check_signer
 
         try:
@@ -147,8 +147,8 @@ def cmd_build(args) -> int:
 
 def _build_lock(args, s) -> int:
     """``build --lock PATH``: exactly the locked set (the lock names the kernels, nothing else)."""
-    from ..errors import KernelCacheError
-    from ..export_lock import build_locked
+    from ..base.errors import KernelCacheError
+    from ..export.lock import build_locked
     from .cache import usage_error
 
     if args.names or args.spec or args.from_ini or args.flashinfer or args.sglang:
@@ -168,7 +168,7 @@ def cmd_pack(args) -> int:
     from .cache import usage_error
 
     if args.oci:
-        from ..export_oci import OciLayoutError, pack_oci
+        from ..export.oci import OciLayoutError, pack_oci
 
         try:
             desc = pack_oci(Path(args.root), Path(args.oci), args.tag or "latest")
@@ -179,7 +179,7 @@ def cmd_pack(args) -> int:
         return 0
     if not args.tag:
         return usage_error("pack needs --tag (the wheel's name suffix, e.g. sm90), or --oci DIR")
-    from ..export import pack_wheel
+    from ..export.roots import pack_wheel
 
     print(pack_wheel(Path(args.root), Path(args.out), args.tag, args.version))
     return 0

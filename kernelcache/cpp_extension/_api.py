@@ -19,13 +19,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BuildError, SpecError
-from ..events import Status
-from ..spec import KernelSpec
+from ..base.errors import BuildError, SpecError
+from ..base.events import Status
+from ..base.spec import KernelSpec
 from . import _flags, _torch_side, _versions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 CPP_FILE = "main.cpp"
 CUDA_FILE = "cuda.cu"
@@ -64,7 +64,7 @@ def check_name(name: Any) -> str:
 def _settings(settings: "Settings | None") -> "Settings":
     if settings is not None:
         return settings
-    from ..settings import Settings
+    from ..base.settings import Settings
 
     return Settings.from_env()
 
@@ -168,7 +168,7 @@ def _load_spec(spec: KernelSpec, settings: "Settings", verbose: bool, kept: str 
         raise
     except BuildError as e:  # one error, worded like torch's: the compiler output appears once
         raise ExtensionBuildError(spec.name, e, kept) from None
-    from .. import events
+    from ..base import events
 
     events.emit(events.Event.EXTENSION_LOADED, name=spec.name, kind=spec.kind, status=res.status)
     if verbose:

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..records import FrozenRecord
+from ..base.records import FrozenRecord
 from ._torch_side import TORCH_ENV
 from ._versions import NAME_DEFINE
 

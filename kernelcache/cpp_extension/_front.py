@@ -3,7 +3,7 @@ call (and any ``settings=``) takes the full path in :mod:`._api`.
 
 Why a module of its own: a warm call in a fresh process must cost less than torch's own warm
 call (issue 24), and the full path's imports (the loader, torch's flag lines, the spec) cost more
-than that call. A recalled call imports only :mod:`kernelcache.recall` and :mod:`._versions`.
+than that call. A recalled call imports only :mod:`kernelcache.lookup.recall` and :mod:`._versions`.
 
 torch's in-process names still hold: a recalled module is handed out only when this process's
 versioning gives its inputs the name the entry was built under (``name`` for the first inputs of
@@ -17,13 +17,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import recall
-from . import _torch_side, _versions
 from ..dropin.params import bind, digest
+from ..lookup import recall
+from . import _torch_side, _versions
 from ._params import LOAD, LOAD_INLINE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 
 def load(name, sources, extra_cflags=None, extra_cuda_cflags=None, extra_sycl_cflags=None, extra_ldflags=None,

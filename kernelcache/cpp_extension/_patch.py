@@ -14,7 +14,7 @@ from ..dropin.adapter import Adapter, routed
 from . import _front, _torch_side
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 NAMES = ("load", "load_inline")
 _TARGET = "torch.utils.cpp_extension"

@@ -33,13 +33,13 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import toolchain
-from ..layout import Layout
-from ..spec import KernelSpec
+from ..base.layout import Layout
+from ..base.spec import KernelSpec
+from ..host import toolchain
 from ._versions import NAME_DEFINE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 HEADER = os.path.join("torch", "extension.h")
 FORMAT = 1

@@ -27,7 +27,7 @@ def output_copy(so_path: str, build_directory: Any, filename: str) -> None:
     back: the entry in the cache stays the one that is loaded.
 
     A copy, not a hard link: linking changes the entry binary's ctime, which a recalled call
-    witnesses (``kernelcache.recall``). A copy already there with the binary's size and mtime
+    witnesses (``kernelcache.lookup.recall``). A copy already there with the binary's size and mtime
     (``copy2`` keeps it) is left alone."""
     import shutil
 

@@ -20,7 +20,7 @@ import hashlib
 import threading
 from typing import Any, Iterable
 
-from .. import process_state
+from ..base import process_state
 
 NAME_DEFINE = "-DTORCH_EXTENSION_NAME="
 

@@ -12,7 +12,7 @@ the settings a routed call runs with, one place for the sources a drop-in genera
 * :mod:`.params` — one parameter table per foreign function: the fronts' recall digest, call
   through and signature check derive from it.
 
-The registry of drop-ins and the parsing of their names is :mod:`kernelcache.patch_names`.
+The registry of drop-ins and the parsing of their names is :mod:`kernelcache.base.patch_names`.
 Importing this package imports none of the foreign JITs.
 """
 from __future__ import annotations

@@ -17,7 +17,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 MARK = "__kernelcache_dropin__"
 

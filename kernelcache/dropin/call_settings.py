@@ -21,7 +21,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 
 class Installed:
@@ -40,7 +40,7 @@ def resolve(settings: Any, arch_var: str | None = None) -> "Settings":
     if isinstance(settings, Installed):
         base = settings.settings
     else:
-        from ..settings import Settings
+        from ..base.settings import Settings
 
         base = Settings.from_env()
     arch = (os.environ.get(arch_var) or "").strip() if arch_var else ""

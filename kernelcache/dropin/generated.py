@@ -14,7 +14,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..layout import Layout
+from ..base.layout import Layout
 
 
 def _digest(files: Mapping[str, bytes]) -> str:

@@ -23,15 +23,15 @@ from ._gate import TESTED_VERSIONS
 from ._patch import install, is_installed, uninstall
 
 if TYPE_CHECKING:
-    from ..settings import Settings
-    from ..spec import KernelSpec
+    from ..base.settings import Settings
+    from ..base.spec import KernelSpec
 
 __all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "kernel_spec", "built"]
 
 
 def kernel_spec(jit_spec: Any, settings: "Settings | None" = None) -> "KernelSpec":
     """The kernelcache ``KernelSpec`` the route builds for a FlashInfer ``JitSpecNvcc``."""
-    from ..settings import resolve
+    from ..base.settings import resolve
     from ._spec import kernel_spec as _kernel_spec
 
     return _kernel_spec(jit_spec, resolve(settings))[0]
@@ -40,7 +40,7 @@ def kernel_spec(jit_spec: Any, settings: "Settings | None" = None) -> "KernelSpe
 def built(texts: list[str], settings: "Settings | None" = None) -> list[dict]:
     """The modules ``texts`` name (``MODULE:FUNCTION[(LITERAL ARGS)]``), each a hit or one build
     through the route: a row per module (``name``, ``status``, ``entry_path`` or ``reason``)."""
-    from ..settings import resolve
+    from ..base.settings import resolve
     from ._export import built as _built
 
     return _built(list(texts), resolve(settings))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import _gate, _route
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 
 def total_jobs(s: "Settings") -> int:

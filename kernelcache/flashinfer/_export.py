@@ -5,7 +5,7 @@ arguments, e.g. ``flashinfer.jit.activation:gen_act_and_mul_module("silu")``: th
 called and must return a ``JitSpecNvcc`` or a list of them (FlashInfer's ``gen_*_module``
 functions, or a deployment's own function listing a model config's modules). Arguments are read
 with ``ast.literal_eval``, never evaluated as code. ``kernelcache build --flashinfer SPEC`` then
-copies the entries into an artifact root (``kernelcache.export``), labelled with this
+copies the entries into an artifact root (``kernelcache.export.roots``), labelled with this
 FlashInfer's version, which a serving host checks before use (``kinds/flashinfer.py``).
 """
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ..base.events import Status
 from ..dropin import named_call
-from ..events import Status
 from . import _gate, _route
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 
 def resolve(text: str) -> list[Any]:

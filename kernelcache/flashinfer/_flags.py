@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..records import FrozenRecord
+from ..base.records import FrozenRecord
 
 
 class CommandLines(FrozenRecord):
@@ -64,7 +64,7 @@ def _include_dirs(argv: list[str]) -> list[str]:
 
 
 def _archs(cuda_flags: list[str]) -> tuple[str, ...]:
-    from ..gpu import parse_arch_list
+    from ..host.gpu import parse_arch_list
 
     codes = [f.split("code=")[-1] for f in cuda_flags if f.startswith("-gencode") and "code=sm_" in f]
     return parse_arch_list(" ".join(codes)) if codes else ()

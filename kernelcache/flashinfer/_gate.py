@@ -79,6 +79,6 @@ def _reset() -> None:
     _said.clear()
 
 
-from .. import process_state  # noqa: E402 - registered once the reset exists
+from ..base import process_state  # noqa: E402 - registered once the reset exists
 
 process_state.register("flashinfer.said", _reset)

@@ -19,7 +19,7 @@ from ..dropin.call_settings import Installed
 from . import _bulk, _gate, _route
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 NAMES = ("build_and_load", "_build_and_load_jit_fallback", "get_library_path", "get_library_paths",
          "jit_library_path", "is_compiled")

@@ -1,4 +1,4 @@
-"""The digest under which a FlashInfer module's load is recalled (``kernelcache.recall``).
+"""The digest under which a FlashInfer module's load is recalled (``kernelcache.lookup.recall``).
 
 What decides the full path's answer for a ``JitSpecNvcc`` without computing FlashInfer's flags
 (6 ms of ``sysconfig`` and ``nvcc --version`` on a process's first module): the spec's own
@@ -6,7 +6,7 @@ fields as its parameter table keys them (``_params``; paths also as their symlin
 snapshot would copy), FlashInfer's version and the file its flag builders live in, torch's
 version and C++ ABI (read by those builders), and every ``FLASHINFER_*`` variable (the extra
 flags, the arch list). The rest (nvcc, the host compiler, the module's headers and static sources,
-tvm-ffi) is witnessed by stats when the answer is recorded (``kernelcache.recall_write``).
+tvm-ffi) is witnessed by stats when the answer is recorded (``kernelcache.lookup.recall_write``).
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import hashlib
 import os
 from typing import Any
 
-from .. import recall
-from . import _snapshot
 from ..dropin.params import digest as keyed, fields
+from ..lookup import recall
+from . import _snapshot
 from ._params import JIT_SPEC
 
 

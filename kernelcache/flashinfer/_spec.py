@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from . import _flags, _snapshot
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
-    from ..spec import KernelSpec
+    from ..base.settings import Settings
+    from ..base.spec import KernelSpec
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9_]+$")
 
@@ -38,8 +38,8 @@ def kernel_spec(jit_spec: Any, settings: "Settings") -> tuple["KernelSpec", "Set
     module's own gencode set, which FlashInfer chose), and the snapshot dir this call created."""
     from flashinfer.jit import env as fi_env
 
+    from ..base.spec import KernelSpec
     from ..dropin import generated
-    from ..spec import KernelSpec
 
     name = spec_name(jit_spec.name)
     sources = [Path(s) for s in jit_spec.sources]

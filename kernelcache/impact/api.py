@@ -22,7 +22,7 @@ from .impact_map import ImpactMap, load
 from .select import Rules, Selector
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 
 @dataclass

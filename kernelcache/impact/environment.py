@@ -23,10 +23,11 @@ import re
 import sys
 from typing import Any, Iterable
 
-from .. import anchors, installed, process_state, toolchain
-from ..errors import ToolchainError
-from ..manifest import Manifest
-from ..anchors import ROOT
+from ..base import process_state
+from ..base.errors import ToolchainError
+from ..entry.manifest import Manifest
+from ..host import anchors, installed, toolchain
+from ..host.anchors import ROOT
 
 Identity = dict[str, Any]  # {"kind", "name", "version", "digest", ...}: JSON as kept in the map
 ABSENT = "absent"

@@ -19,24 +19,21 @@ from pathlib import Path
 from types import FrameType
 from typing import Iterable
 
-from .. import events, process_state
-from ..anchors import KERNELCACHE, PACKAGE_DIR
-from ..layout import AREAS, Layout
-from ..manifest import Manifest
-from ..manifest import read as read_manifest
-from ..anchors import ROOT
+from ..base import events, process_state
+from ..base.layout import AREAS, Layout
+from ..entry.manifest import Manifest, read as read_manifest
+from ..host.anchors import KERNELCACHE, PACKAGE_DIR, ROOT
 from .impact_map import KernelRecord
-from .opaque import SPAWN_EVENTS, Scope, spawn_reason, sys_frame
-from .opaque import abs_path as _abs
+from .opaque import SPAWN_EVENTS, Scope, abs_path as _abs, spawn_reason, sys_frame
 
 # Listings that are look-ups, not reads a test depends on: a load scanning the directories of
-# sys.path (the working directory too) for distribution metadata (kernelcache.recall, installed,
+# sys.path (the working directory too) for distribution metadata (kernelcache.lookup.recall, installed,
 # storage.prebuilt: the environment's record covers distributions), importlib.metadata doing the
 # same, and the import system filling its directory cache (the import graph covers what is
 # imported, a new file shadowing a module included).
-_RECALL = "kernelcache.recall"
+_RECALL = "kernelcache.lookup.recall"
 _LOOKUPS = frozenset({_RECALL, "importlib._bootstrap_external", "importlib.metadata", "importlib_metadata",
-                      "kernelcache.installed", "kernelcache.storage.prebuilt"})  # the loader's *.dist-info scans
+                      "kernelcache.host.installed", "kernelcache.storage.prebuilt"})  # the loader's *.dist-info scans
 LOAD_EVENTS = ("hit", "prebuilt_hit", "remote_hit", "build_done", "miss", "build_failed")
 
 

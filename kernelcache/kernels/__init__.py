@@ -12,9 +12,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UnknownKernel
-from ..settings import Settings
-from ..spec import KernelSpec
+from ..base.errors import UnknownKernel
+from ..base.settings import Settings
+from ..base.spec import KernelSpec
 from .config import configure, configured
 
 # kernel name (KernelSpec.name) -> package whose spec module defines spec(settings)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 
-from .. import process_state
-from ..settings import Settings, resolve
+from ..base import process_state
+from ..base.settings import Settings, resolve
 
 _lock = threading.Lock()
 _configured: list[Settings] = []  # zero or one element

@@ -17,15 +17,15 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ..errors import SpecError
+from ..base.errors import SpecError
 from .registry import GROUP, of, register
 
 __all__ = ["GROUP", "label", "make_plan", "of", "register", "source_inputs", "source_key", "surface_main"]
 
 if TYPE_CHECKING:
-    from ..plan import BuildPlan
-    from ..settings import Settings
-    from ..spec import KernelSpec
+    from ..base.settings import Settings
+    from ..base.spec import KernelSpec
+    from ..key.plan import BuildPlan
     from .base import Kind
 
 
@@ -40,7 +40,7 @@ def make_plan(spec: "KernelSpec", settings: "Settings") -> "BuildPlan":
 def source_key(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings",
                hashes: dict[str, str] | None = None) -> str:
     """The toolchain-free source key of ``spec`` (see ``source_key.source_key``) with its kind's facts."""
-    from ..level1 import canonical_hash
+    from ..key.level1 import canonical_hash
 
     return canonical_hash(source_inputs(spec, archs, tvm_version, settings, hashes))
 
@@ -48,7 +48,7 @@ def source_key(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, set
 def source_inputs(spec: "KernelSpec", archs: tuple[str, ...], tvm_version: str, settings: "Settings",
                   hashes: dict[str, str] | None = None, native_cpu: list[str] | None = None) -> dict:
     """What :func:`source_key` hashes, in clear (``source_key.source_inputs``)."""
-    from ..source_key import source_inputs as _source_inputs
+    from ..key.source_key import source_inputs as _source_inputs
 
     kind = of(spec.kind)
     return _source_inputs(spec, archs, tvm_version, settings, kind.key_inputs(), kind.verbatim_flags, hashes,

@@ -26,11 +26,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import plan as plan_mod
-from ..manifest import Manifest
-from ..settings import Settings
-from ..spec import KernelSpec
-from ..validate import TVM_FFI, BinaryChecks, Rejection
+from ..base.settings import Settings
+from ..base.spec import KernelSpec
+from ..entry.manifest import Manifest
+from ..entry.validate import TVM_FFI, BinaryChecks, Rejection
+from ..key import plan as plan_mod
 
 
 class Kind:
@@ -44,7 +44,7 @@ class Kind:
     in_process = True  # loaded into this process (dlopen): a replaced path loads from a private copy
     stamp_binary = True  # after one sha256 check, the binary's stat stands in for its hash
     checks: BinaryChecks = TVM_FFI  # what its binary must be before any code runs (validate.BinaryChecks)
-    # how kernelcache.recall loads an entry of this kind without the loader ("bind_now": dlopen
+    # how kernelcache.lookup.recall loads an entry of this kind without the loader ("bind_now": dlopen
     # with every symbol resolved, then tvm_ffi.load_module; "lazy": tvm_ffi.load_module only;
     # "torch_python": import torch, then the module from its file; "torch_library": import
     # torch, then torch.ops.load_library; "path": the path handed out; "MODULE:FUNCTION": a kind

@@ -5,10 +5,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import validate
-from ..events import RejectCode
-from ..manifest import Manifest
-from ..spec import KernelSpec
+from ..base.events import RejectCode
+from ..base.spec import KernelSpec
+from ..entry import validate
+from ..entry.manifest import Manifest
 from .base import Kind
 
 

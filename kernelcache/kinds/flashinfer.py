@@ -26,12 +26,12 @@ import hashlib
 import os
 import sys
 
-from .. import process_state, validate
-from ..events import RejectCode
-from ..installed import editable
-from ..manifest import Manifest
+from ..base import process_state
+from ..base.events import RejectCode
+from ..entry import validate
+from ..entry.manifest import Manifest
+from ..host.installed import editable
 from .tvm_ffi import ForeignJitModule
-
 
 VERSION_LABEL = "flashinfer_version"
 HEADERS_LABEL = "flashinfer_headers"  # {path as RECORD names it: sha256 as RECORD writes it}
@@ -72,7 +72,7 @@ def _sha256(path: str) -> str:
 def header_labels(m: Manifest) -> dict:
     """At export: the installed FlashInfer's files among ``m``'s recorded dependencies (a cache
     entry's full manifest), each by its path relative to the install dir and its sha256."""
-    from ..anchors import machine_anchors, resolve_anchor
+    from ..host.anchors import machine_anchors, resolve_anchor
 
     pkg = _package_dir()
     if pkg is None:

@@ -10,7 +10,7 @@ touching kernelcache. Its distribution declares an entry point::
 The package's own kinds are files of ``kernelcache/kinds`` and are imported on first use; entry
 points are read only when a name is none of those (``importlib.metadata`` costs ~10 ms), and only
 the entry point of that name is imported, so a broken plugin fails the loads of its own kind
-with a :class:`~kernelcache.errors.SpecError` naming it, never anyone else's.
+with a :class:`~kernelcache.base.errors.SpecError` naming it, never anyone else's.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import threading
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .. import process_state
-from ..errors import SpecError
+from ..base import process_state
+from ..base.errors import SpecError
 
 if TYPE_CHECKING:
     from .base import Kind

@@ -16,10 +16,9 @@ wrappers or flags for the same module name).
 """
 from __future__ import annotations
 
-
-from .. import validate
-from ..events import RejectCode
-from ..manifest import Manifest
+from ..base.events import RejectCode
+from ..entry import validate
+from ..entry.manifest import Manifest
 from .tvm_ffi import ForeignJitModule
 
 VERSION_LABEL = "sglang_version"

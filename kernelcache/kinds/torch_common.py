@@ -1,7 +1,7 @@
 """What the torch kinds share: the surface subprocess of a fresh build, identity before import.
 
 Right after a build, before anything is published, the binary is loaded in a subprocess that
-records its exported surface (``kernelcache.surface``); a module that cannot be imported there
+records its exported surface (``kernelcache.kinds.surface``); a module that cannot be imported there
 is a build error (command, output, exit status) and is never cached. At admission the identity
 nonce is read *before* the module's Python code runs (ctypes), then the module is imported or
 the library loaded, and what it exports is compared with the surface recorded for these bytes.
@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import validate
-from ..errors import BuildError
-from ..events import RejectCode
-from ..manifest import Manifest
-from ..spec import KernelSpec
+from ..base.errors import BuildError
+from ..base.events import RejectCode
+from ..base.spec import KernelSpec
+from ..entry import validate
+from ..entry.manifest import Manifest
 from .base import Kind
 
 SURFACE_TIMEOUT_S = 600.0
@@ -34,7 +34,7 @@ _RUNNER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import torch; "
            "from kernelcache.kinds import surface_main; "
            "raise SystemExit(surface_main([sys.argv[1], path, sys.argv[2]]) if path else 0)")
 # Loads torch's libraries (argv: LIB NAME), not torch; reads the binary's path from stdin.
-_LIGHT_RUNNER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from kernelcache.surface import light_main; "
+_LIGHT_RUNNER = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from kernelcache.kinds.surface import light_main; "
                  "raise SystemExit(light_main(sys.argv[1:], sys.stdin.readline().strip()))")
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import surface, validate
-from ..events import RejectCode
-from ..spec import KernelSpec
+from ..base.events import RejectCode
+from ..base.spec import KernelSpec
+from ..entry import validate
+from . import surface
 from .torch_common import TorchKind
 
 

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import plan as plan_mod
-from .. import validate
-from ..errors import BuildError
-from ..events import RejectCode
-from ..manifest import Manifest
-from ..settings import Settings
-from ..spec import KernelSpec
+from ..base.errors import BuildError
+from ..base.events import RejectCode
+from ..base.settings import Settings
+from ..base.spec import KernelSpec
+from ..entry import validate
+from ..entry.manifest import Manifest
+from ..key import plan as plan_mod
 from .base import Kind
 
 

@@ -5,7 +5,7 @@ file; ``kernelcache lock check PATH`` says whether the sources and toolchain her
 it; ``KERNELCACHE_LOCK=PATH`` serves only locked kernels whose key here is the locked one, and
 :func:`preload` loads and validates the whole locked set at a server's startup.
 
-(``kernelcache.lock`` is another thing: the build single-flight lock.) Names resolve lazily:
+(``kernelcache.build.lock`` is another thing: the build single-flight lock.) Names resolve lazily:
 the loader imports ``kernelcache.lockfile.hook`` on every load, and this package must cost
 nothing until a lock is used.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import lazy
+from ..base import lazy
 
 __all__ = ["ArchLock", "KernelLock", "LockFile", "LockFileError", "read", "loads", "merge_into", "preload",
            "check", "update", "rebuild_as", "FORMAT"]

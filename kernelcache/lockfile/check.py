@@ -9,13 +9,13 @@ and, where the kernel's tools exist here, their version lines compared with the 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..errors import KernelCacheError, SpecError, ToolchainError
-from ..settings import Settings, resolve
-from ..spec import KernelSpec
+from ..base.errors import KernelCacheError, SpecError, ToolchainError
+from ..base.settings import Settings, resolve
+from ..base.spec import KernelSpec
 from .drift import inputs_drift, key_drift
 from .format import KernelLock, merge_into, read
 from .paths import Anchors, spec_from_data
@@ -38,7 +38,7 @@ def spec_of(k: KernelLock, a: Anchors, s: Settings) -> KernelSpec:
     spec the block carries."""
     ref = k.rebuild.get("ref")
     if k.rebuild.get("route") == "shipped" and isinstance(ref, str):
-        from ..spec import specs_from_ref
+        from ..base.spec import specs_from_ref
 
         try:
             found = [sp for sp in specs_from_ref(ref) if sp.name == k.name]
@@ -63,7 +63,8 @@ def restore(k: KernelLock, a: Anchors) -> None:
 
 
 def _tools_drift(k: KernelLock, spec: KernelSpec, s: Settings) -> tuple[list[str], list[str]]:
-    from .. import kinds, level1
+    from .. import kinds
+    from ..key import level1
     from .record import toolchain_of
 
     try:

@@ -12,11 +12,11 @@ import hashlib
 import os
 from pathlib import Path
 
-from .. import toolchain
-from ..errors import ToolchainError
-from ..settings import Settings
-from ..source_key import diff as source_diff
-from ..spec import KernelSpec
+from ..base.errors import ToolchainError
+from ..base.settings import Settings
+from ..base.spec import KernelSpec
+from ..host import toolchain
+from ..key.source_key import diff as source_diff
 from .format import KernelLock
 from .paths import shown
 from .record import arch_label, source

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..errors import KernelCacheError
+from ..base.errors import KernelCacheError
 
 FORMAT = 1
 HOST_ARCH = "host"  # the arch label of a CPU kernel (no CUDA arch)
@@ -118,7 +118,7 @@ class LockFile:
 
 def loads(text: str | bytes, where: str = "lock file") -> LockFile:
     """A lock from its bytes; :class:`LockFileError` naming what is wrong."""
-    from .. import bounded
+    from ..base import bounded
 
     try:
         data = bounded.loads(text, where, limit=MAX_BYTES)
@@ -142,7 +142,7 @@ def loads(text: str | bytes, where: str = "lock file") -> LockFile:
 
 def read(path: str | os.PathLike[str]) -> LockFile:
     """The lock at ``path`` (a regular file, bounded before it is parsed)."""
-    from .. import bounded
+    from ..base import bounded
 
     try:
         data = bounded.read_regular(path, MAX_BYTES)[0]

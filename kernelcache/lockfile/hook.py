@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
-    from ..spec import KernelSpec
+    from ..base.settings import Settings
+    from ..base.spec import KernelSpec
 
 
 def active(s: "Settings") -> bool:

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..anchors import anchor_text, machine_anchors
-from ..errors import ToolchainError
-from ..spec import KernelSpec
+from ..base.errors import ToolchainError
+from ..base.spec import KernelSpec
+from ..host.anchors import anchor_text, machine_anchors
 
 LOCK = "${LOCK}"  # in flags: the lock's directory
 CACHE = "${KERNELCACHE_DIR}"

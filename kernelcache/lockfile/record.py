@@ -14,13 +14,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator, Mapping
 
-from .. import gpu, kinds, level1, toolchain
-from .. import manifest as manifest_mod
-from ..anchors import PACKAGE_DIR
-from ..errors import KernelCacheError, ToolchainError
-from ..anchors import ROOT
-from ..settings import Settings
-from ..spec import KernelSpec
+from .. import kinds
+from ..base.errors import KernelCacheError, ToolchainError
+from ..base.settings import Settings
+from ..base.spec import KernelSpec
+from ..entry import manifest as manifest_mod
+from ..host import gpu, toolchain
+from ..host.anchors import PACKAGE_DIR, ROOT
+from ..key import level1
 from . import sidecar
 from .format import HOST_ARCH, ArchLock, KernelLock, merge_into
 from .paths import Anchors, spec_to_data

@@ -4,7 +4,7 @@ validates the whole locked set at startup.
 
 Why before the pipeline: "never compiles" must hold on a node without a compiler and with a
 read-only cache or root, so the check needs nothing but the lock, the sources' bytes and the
-toolchain-free source key (``kernelcache.source_key``). ``KERNELCACHE_LOCK_MODE=warn`` says the
+toolchain-free source key (``kernelcache.key.source_key``). ``KERNELCACHE_LOCK_MODE=warn`` says the
 same line (a ``lock_drift`` event, shown as a progress line) and lets the load go on.
 """
 from __future__ import annotations
@@ -13,15 +13,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from .. import events, process_state
-from ..errors import LockViolation
-from ..settings import Settings, resolve
-from ..spec import KernelSpec
+from ..base import events, process_state
+from ..base.errors import LockViolation
+from ..base.settings import Settings, resolve
+from ..base.spec import KernelSpec
 from .drift import drift
 from .format import HOST_ARCH, KernelLock, LockFile, read
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..loader import WarmResult
+    from ..lookup.loader import WarmResult
 
 _memo: dict[str, tuple[tuple[int, ...], LockFile]] = {}  # path -> (stat, lock)
 
@@ -94,9 +94,8 @@ def is_locked_entry(k: KernelLock, spec: KernelSpec, s: Settings, entry_path: st
 def _served_facts(entry_path: str) -> tuple[str, dict[str, str]] | None:
     """(source key, root-relative header -> ``xxh3:<hex>``) of an entry: from its packed hit
     record (what the loader's hit just read: no JSON parsed), else from its manifest."""
-    from .. import deprecord
-    from .. import manifest as manifest_mod
-    from ..anchors import ROOT
+    from ..entry import deprecord, manifest as manifest_mod
+    from ..host.anchors import ROOT
 
     prefix = ROOT + "/"
     rec = deprecord.load(Path(entry_path), manifest_mod.FILENAME)
@@ -139,7 +138,7 @@ def served(spec: KernelSpec, s: Settings, pipeline: Callable[[KernelSpec, Settin
     hashed twice. Only when that fails (a miss, or another entry) the full check runs and names
     the drifted input; a kernel the lock still describes then goes through the whole pipeline
     (a compile after ready, counted)."""
-    from ..errors import CacheMissError
+    from ..base.errors import CacheMissError
 
     assert s.lock is not None
     k = lock_of(s.lock).kernels.get(spec.name)

@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import KernelCacheError
+from ..base.errors import KernelCacheError
 from .paths import CACHE
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -30,11 +30,11 @@ import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any, Iterable
 
+from ..base.patch_names import REGISTRY, parse
 from . import _hook
-from ..patch_names import REGISTRY, parse
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 __all__ = ["REGISTRY", "names", "available", "arm", "disarm", "install", "uninstall", "arm_from_env"]
 

@@ -3,7 +3,7 @@
 Installed, the plugin is autoloaded, but unless it is asked for (``-p kernelcache``,
 ``kernelcache_enable = true``, ``KERNELCACHE_PLUGIN=1``) it only registers its options and
 markers. Asked for, it resolves its options (ini < ``KERNELCACHE_*`` environment < command line
-< marker) into one :class:`kernelcache.settings.Settings` that it passes to the loader, probes
+< marker) into one :class:`kernelcache.base.settings.Settings` that it passes to the loader, probes
 GPUs once, warms the declared kernels once per session (also under xdist), gates GPU tests,
 and reports per kernel (terminal, ``--kc-report-json``, GitHub step summary).
 

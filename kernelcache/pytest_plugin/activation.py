@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from kernelcache.settings import kc_environ
+from kernelcache.base.settings import kc_environ
 
 from .options import PLUGIN_NAME, TRUE_WORDS
 

@@ -2,9 +2,9 @@
 
 Why the controller's answer: xdist workers must collect (and skip) identically, and a probe per
 worker multiplies a possibly hanging ``nvidia-smi``. So the hardware is found once — a stand-in
-from ``--kc-hardware`` or :func:`kernelcache.gpu.detect_gpus` under a time limit, never a CUDA
+from ``--kc-hardware`` or :func:`kernelcache.host.gpu.detect_gpus` under a time limit, never a CUDA
 context — and travels to workers through ``workerinput``. Hardware stand-ins and the
-requirement check live here; :mod:`kernelcache.gpu` only knows this machine's GPUs and archs.
+requirement check live here; :mod:`kernelcache.host.gpu` only knows this machine's GPUs and archs.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import pytest
 
-from kernelcache import gpu
+from kernelcache.host import gpu
 
 ITEM_GPU = pytest.StashKey[str]()  # why a gpu test cannot run here (under --kc-require-gpu)
 DEFAULT_PROBE_TIMEOUT = 10.0

@@ -3,7 +3,7 @@
 Why so little here: installed, the plugin is imported by every pytest run, asked for or not.
 These hooks register options and markers, resolve ``--kc-run`` / ``--kc-failed-from`` before
 collection, and — only when the plugin was asked for — build the session state (options,
-hardware, one :class:`~kernelcache.settings.Settings`) and register :class:`.SessionPlugin`.
+hardware, one :class:`~kernelcache.base.settings.Settings`) and register :class:`.SessionPlugin`.
 """
 from __future__ import annotations
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from kernelcache.entry.manifest import read as read_manifest
 from kernelcache.impact.changes import GitError, head_commit, repo_files, repo_root
 from kernelcache.impact.impact_map import FileRecord, ImpactMap, KernelRecord, TestRecord, save
 from kernelcache.impact.select import EVERYTHING, INERT, TestInfo
-from kernelcache.manifest import read as read_manifest
 
 from . import impact_record
 from .impact_record import rel_to_root

@@ -40,7 +40,7 @@ def watch_early(early_config: pytest.Config) -> None:
     ns = early_config.known_args_namespace
     wanted = getattr(ns, "kc_impact_map", None) or early_config.getini("kernelcache_impact_map")
     if not wanted:
-        from kernelcache.settings import kc_environ
+        from kernelcache.base.settings import kc_environ
 
         with warnings.catch_warnings():  # said once, by the option resolution at configure
             warnings.simplefilter("ignore")
@@ -246,7 +246,7 @@ def _environment(owner: "ImpactPlugin") -> list[str]:
     out = [str(s.cache_dir), str(Path(__file__).resolve().parents[1])]
     out += [str(p) for p in (getattr(s, "lock_dir", None), *(getattr(s, "prebuilt", None) or ())) if p]
     try:
-        from kernelcache.toolchain import find_cuda_home
+        from kernelcache.host.toolchain import find_cuda_home
 
         out.append(find_cuda_home())
     except Exception:  # noqa: BLE001 - no toolkit: nothing of it to read

@@ -4,7 +4,7 @@ Why warming lives in the plugin: build time must never count against a test's ti
 under xdist N workers must not compile the same kernel N times. So declared kernels are built
 before any test (in the controller, before workers exist); a test whose kernel failed errors at
 setup naming the kernel and the reason, and other tests still run. Every load goes through the
-loader with the session's :class:`~kernelcache.settings.Settings` passed explicitly; a marker's
+loader with the session's :class:`~kernelcache.base.settings.Settings` passed explicitly; a marker's
 ``no_build`` is ``settings.replace(no_build=...)`` for that load only.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 import pytest
 
-from kernelcache.events import Status
-from kernelcache.settings import Settings
+from kernelcache.base.events import Status
+from kernelcache.base.settings import Settings
 
 from . import names
 
@@ -109,7 +109,7 @@ class Kernels:
             specs = [s for s in specs if not self._skip_unbuildable_cuda(s, where)]
         if not specs:
             return
-        from kernelcache import loader
+        from kernelcache.lookup import loader
 
         try:  # import once up front, so the first kernel's seconds are not the tvm-ffi import
             import tvm_ffi  # noqa: F401
@@ -143,8 +143,8 @@ class Kernels:
         ``--kc-build-only`` asked for the build, so there it is attempted (and fails)."""
         if not spec.is_cuda:
             return False
-        from kernelcache import gpu
-        from kernelcache.errors import ToolchainError
+        from kernelcache.base.errors import ToolchainError
+        from kernelcache.host import gpu
 
         try:
             gpu.target_archs(self.settings.cuda_arch)
@@ -173,7 +173,7 @@ class Kernels:
         overrides the session's setting for this load only."""
         self.check_available(name)
         spec = self.spec_for(name)
-        from kernelcache import loader
+        from kernelcache.lookup import loader
 
         settings = self.settings if no_build is None else self.settings.replace(no_build=bool(no_build))
         try:
@@ -208,8 +208,8 @@ def _result(name: str, status: str, reason: str, where: str) -> dict:
 
 
 def _specs_of(ref: str, config: pytest.Config) -> list[Any]:
-    from kernelcache.errors import SpecError
-    from kernelcache.spec import specs_of_value
+    from kernelcache.base.errors import SpecError
+    from kernelcache.base.spec import specs_of_value
 
     mod_name, sep, attr = ref.partition(":")
     if not sep or not mod_name or not attr:

@@ -20,6 +20,6 @@ class LockHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> None:
-        from kernelcache import events
+        from kernelcache.base import events
 
         events.mark_ready()

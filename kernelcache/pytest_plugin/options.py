@@ -3,7 +3,7 @@
 Why one table: every option has a flag, an ini key and an environment variable, and the three
 must never drift apart (help text, validation, the JSON report's ``options`` and the deprecated
 aliases all come from the same row). The environment is read through
-:func:`kernelcache.settings.kc_environ` (the one reader of ``KERNELCACHE_*``, which also maps
+:func:`kernelcache.base.settings.kc_environ` (the one reader of ``KERNELCACHE_*``, which also maps
 deprecated variable names), never from ``os.environ`` directly.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import AbstractSet, Any, Mapping
 
 import pytest
 
-from kernelcache.settings import DEPRECATED_ENV, REMOTE_MODES, kc_environ
+from kernelcache.base.settings import DEPRECATED_ENV, REMOTE_MODES, kc_environ
 
 PLUGIN_NAME = "kernelcache"
 WARM_MODES = ("auto", "controller", "off")
@@ -37,7 +37,7 @@ class Opt:
     default: Any
     help: str
     choices: tuple[str, ...] = ()
-    setting: str | None = None  # the kernelcache.settings.Settings field it sets
+    setting: str | None = None  # the kernelcache.base.settings.Settings field it sets
     old_cli: str | None = None  # deprecated flag, still accepted (with a warning)
     old_ini: str | None = None  # deprecated ini key, still accepted (with a warning)
     old_env: str | None = None  # deprecated variable (kc_environ maps and warns)
@@ -253,7 +253,7 @@ def convert(o: Opt, raw: Any, where: str) -> Any:
 def check_arch(value: str, where: str) -> None:
     """A CUDA arch that is set but cannot be parsed is a usage error: a typo in CI must not
     silently skip the CUDA build."""
-    from kernelcache.gpu import ArchError, parse_arch_list
+    from kernelcache.host.gpu import ArchError, parse_arch_list
 
     try:
         parse_arch_list(value)

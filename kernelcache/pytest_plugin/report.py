@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
-from kernelcache.events import Status
+from kernelcache.base.events import Status
 
 from .gating import describe
 from .settings_bridge import to_wire
@@ -62,7 +62,7 @@ def header_lines(st: "SessionState") -> list[str]:
 
 # -- the rows ----------------------------------------------------------------------------------
 def total_stats(st: "SessionState") -> dict:
-    from kernelcache import events
+    from kernelcache.base import events
 
     return merge_counts([events.stats()] + [o.get("stats") or {} for o in st.worker_out.values()])
 
@@ -270,7 +270,7 @@ def write_json(st: "SessionState", session: pytest.Session, exitstatus: int) -> 
     if not path:
         return
     total = total_stats(st)
-    from kernelcache import events
+    from kernelcache.base import events
 
     counts = Counter(t["outcome"] for t in st.tests.values() if t["outcome"])
     data = {

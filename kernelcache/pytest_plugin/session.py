@@ -13,12 +13,13 @@ from typing import Any, Callable
 
 import pytest
 
-from kernelcache.events import Status
+from kernelcache.base.events import Status
 
 from . import gating, outcomes, placement, report, xdist
 from .kernels import ITEM_KERNELS, ITEM_LOADED, KernelUnavailable, marker_kernels, static_kernel_names, will_skip
 from .options import PLUGIN_NAME
 from .state import SessionState
+
 
 class SessionPlugin:
     """Hooks and fixtures of an active plugin."""
@@ -123,7 +124,7 @@ class SessionPlugin:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Any:
         """The kernels a test loads itself (``kc.load`` in its body, a drop-in call), besides the
         ones its markers name: each load's event names it, however it was answered."""
-        from kernelcache import events
+        from kernelcache.base import events
         from kernelcache.impact.record import LOAD_EVENTS
 
         loaded: list[str] = []

@@ -1,4 +1,4 @@
-"""Resolved options -> one :class:`kernelcache.settings.Settings` for the session.
+"""Resolved options -> one :class:`kernelcache.base.settings.Settings` for the session.
 
 Why: the loader takes its settings as an argument (``load_with_result(spec, settings=s)``,
 ``warm(specs, settings=s)``), so the plugin steers it by value, never by editing
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kernelcache.settings import Settings
+from kernelcache.base.settings import Settings
 
 from .options import BY_DEST, OPTIONS, Resolved
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kernelcache.settings import Settings
+from kernelcache.base.settings import Settings
 
 from .kernels import Kernels
 from .options import Resolved

@@ -3,7 +3,7 @@
 Why: workers must gate and load exactly like the controller decided (same hardware view, same
 settings, same warm results, so a failed kernel is not retried N times), and only the
 controller reports. Down: ``workerinput`` (hook ``pytest_configure_node``). Up: each worker's
-loader counters (``kernelcache.events.stats()``, per kernel included), its own warm results and
+loader counters (``kernelcache.base.events.stats()``, per kernel included), its own warm results and
 its kernel uses through ``workeroutput``, merged in ``pytest_testnodedown``. The hook class is
 registered only when xdist is loaded (its hook names are unknown to pytest otherwise).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from kernelcache.events import Status
+from kernelcache.base.events import Status
 
 from .options import PLUGIN_NAME
 
@@ -48,7 +48,7 @@ def worker_payload(state: "SessionState") -> dict:
 
 def worker_output(state: "SessionState") -> dict:
     """What a worker sends back at session finish."""
-    from kernelcache import events
+    from kernelcache.base import events
 
     wid = state.worker_id
     kernels = state.kernels

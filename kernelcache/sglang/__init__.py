@@ -27,7 +27,7 @@ from ._patch import install, is_installed, uninstall
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 __all__ = ["install", "uninstall", "is_installed", "TESTED_VERSIONS", "loaded_path", "built"]
 
@@ -43,7 +43,7 @@ def built(texts: list[str], settings: "Settings | None" = None) -> list[dict]:
     """The modules the factories ``texts`` name (``MODULE:FUNCTION[(LITERAL ARGS)]``) load, each a
     hit or one build through the route: a row per module (``name``, ``status``, ``entry_path``) or
     per failed name (``reason``)."""
-    from ..settings import resolve
+    from ..base.settings import resolve
     from ._export import built as _built
 
     return _built(list(texts), resolve(settings))

@@ -7,19 +7,19 @@ arguments, e.g. ``sglang.kernels.ops.speculative.ngram_corpus:get_ngram_corpus_c
 called with the route installed on the export's settings, and every module its ``load_jit``
 calls loaded is one row. Arguments are read with ``ast.literal_eval``, never evaluated as code.
 ``kernelcache build --sglang SPEC`` then copies the entries into an artifact root
-(``kernelcache.export``), labelled with this SGLang's version (``kinds/sglang.py``).
+(``kernelcache.export.roots``), labelled with this SGLang's version (``kinds/sglang.py``).
 """
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..base.events import Status
 from ..dropin import named_call
-from ..events import Status
 from . import _gate, _patch, _route
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 
 def factory(text: str) -> tuple[Callable[..., Any], list[Any], dict[str, Any]]:

@@ -61,7 +61,7 @@ def call_refusal(loader: Any) -> str | None:
 
 def compiler_refusal(host: str, device: str | None) -> str | None:
     """Why kernelcache would not run the compilers SGLang's ninja file names (None: the same)."""
-    from .. import toolchain
+    from ..host import toolchain
 
     try:
         ours = toolchain.find_cxx()
@@ -95,6 +95,6 @@ def _reset() -> None:
     _said.clear()
 
 
-from .. import process_state  # noqa: E402 - registered once the reset exists
+from ..base import process_state  # noqa: E402 - registered once the reset exists
 
 process_state.register("sglang.said", _reset)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from ..records import FrozenRecord
+from ..base.records import FrozenRecord
 
 _RULES = {
     "compile_cxx": '$cxx -MD -MF "$out.d" $cxxflags -c "$in" -o "$out"',

@@ -20,7 +20,7 @@ from ..dropin.call_settings import Installed
 from . import _gate, _route
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 NAME = "load_jit"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import FrozenRecord
+from ..base.records import FrozenRecord
 from ._params import LOAD_JIT
 
 _PARAMS = tuple(n for n in LOAD_JIT[1] if n != "args")  # load_jit's keyword-only parameters

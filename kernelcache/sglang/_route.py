@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import CacheMissError
+from ..base.errors import CacheMissError
 from . import _gate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 LOADER = "sglang.kernels.jit.utils.compile.loader"
 # SGLang's own cache's knobs: a routed call never reads them, so they are no part of its recall digest
@@ -74,12 +74,12 @@ def settings_for(settings: "Settings | None") -> "Settings":
 
 
 def _digest(request: Any) -> str | None:
-    """The recall digest of a resolved call (``kernelcache.recall``): the build file SGLang
+    """The recall digest of a resolved call (``kernelcache.lookup.recall``): the build file SGLang
     generated (compilers, every flag, include and library path), each translation unit (a
     generated wrapper's text, an on-disk source's path and where it leads now) and every
     ``SGLANG_*`` variable but SGLang's own cache's knobs; the files the answer rested on are
     witnessed by stat when it is recorded. None under ``SGLANG_JIT_FORCE_RECOMPILE`` (every call rebuilds)."""
-    from .. import recall
+    from ..lookup import recall
 
     if _gate.envs().SGLANG_JIT_FORCE_RECOMPILE.get():
         return None
@@ -125,7 +125,7 @@ def load(args: tuple, kwargs: dict, original: Callable[..., Any], settings: "Set
     request = _request.resolve(loader, args, kwargs)
     d = None
     if settings is None:  # install(settings) given: the full path with those
-        from .. import recall
+        from ..lookup import recall
 
         d = _digest(request)
         got = recall.recall_entry(d) if d is not None else None
@@ -178,6 +178,6 @@ def make(original: Callable[[], Any], installed: Callable[[], bool], settings: A
     return routed(load_jit, None)
 
 
-from .. import process_state  # noqa: E402 - registered once the reset exists
+from ..base import process_state  # noqa: E402 - registered once the reset exists
 
 process_state.register("sglang.loaded", _reset)

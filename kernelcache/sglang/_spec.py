@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 from . import _lines
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
-    from ..spec import KernelSpec
+    from ..base.settings import Settings
+    from ..base.spec import KernelSpec
     from ._request import Request
 
 _NAME_OK = re.compile(r"^[A-Za-z0-9_]{1,120}$")
@@ -50,7 +50,7 @@ def _include_dirs(flags: tuple[str, ...]) -> list[str]:
 
 
 def _archs(cuda_flags: tuple[str, ...]) -> tuple[str, ...]:
-    from ..gpu import parse_arch_list
+    from ..host.gpu import parse_arch_list
 
     codes = [f.split("code=")[-1] for f in cuda_flags if f.startswith("-gencode") and "code=sm_" in f]
     return parse_arch_list(" ".join(codes)) if codes else ()
@@ -60,8 +60,8 @@ def kernel_spec(request: "Request", lines: "_lines.CommandLines", kernel_path: P
                 settings: "Settings") -> tuple["KernelSpec", "Settings", Path | None]:
     """The KernelSpec of ``request``, the settings to load it with, and the snapshot dir this
     call created (None when none was created: to discard on a failed load)."""
+    from ..base.spec import KernelSpec
     from ..dropin import generated
-    from ..spec import KernelSpec
 
     bspec = request.spec
     name = spec_name(request.module_name)

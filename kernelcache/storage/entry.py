@@ -1,6 +1,6 @@
 """One entry on local disk: a directory with the binary, its manifest and bookkeeping files.
 
-A warm load reads the entry's packed hit record (``kernelcache.deprecord``), not its JSON
+A warm load reads the entry's packed hit record (``kernelcache.entry.deprecord``), not its JSON
 manifest: ``head`` (the manifest without its dependency list) and ``record`` serve the hit path;
 ``manifest`` (the full record, parsed on first use) serves export, the fleet and ``explain``.
 """
@@ -12,12 +12,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .. import bounded, deprecord
-from ..errors import KernelCacheError
-from ..events import Place
-from ..layout import DEPSTAT, USED
-from ..manifest import FILENAME as MANIFEST, Manifest, read as read_manifest
-
+from ..base import bounded
+from ..base.errors import KernelCacheError
+from ..base.events import Place
+from ..base.layout import DEPSTAT, USED
+from ..entry import deprecord
+from ..entry.manifest import FILENAME as MANIFEST, Manifest, read as read_manifest
 
 
 class Entry:

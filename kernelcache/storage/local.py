@@ -1,12 +1,12 @@
 """The writable cache directory: layout, lookup order, atomic publish, quarantine, prune.
 
-The layout itself (paths) is owned by ``kernelcache.layout``.
+The layout itself (paths) is owned by ``kernelcache.base.layout``.
 
 Entries are immutable and appear by one directory rename, whole or not at all. Several entries
 may share a level-1 key (one per recorded header set), so flipping between two header
 versions never thrashes. Cost does not grow with the cache: lookup tries the last hit first
 and reads further entries only when that one does not validate, newest first, each through its
-packed hit record (``kernelcache.deprecord``), not its JSON manifest; ``ls`` and ``prune`` work
+packed hit record (``kernelcache.entry.deprecord``), not its JSON manifest; ``ls`` and ``prune`` work
 from paths and stats, never parsing manifests.
 """
 from __future__ import annotations
@@ -19,13 +19,13 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .. import dir_trust
-from .. import manifest as manifest_mod
-from ..errors import CacheRemovedError, RemovalError, UnsafeDirectoryError
-from ..events import Place
-from ..layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
-from ..records import FrozenRecord
-from ..settings import Settings
+from ..base.errors import CacheRemovedError, RemovalError, UnsafeDirectoryError
+from ..base.events import Place
+from ..base.layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
+from ..base.records import FrozenRecord
+from ..base.settings import Settings
+from ..entry import manifest as manifest_mod
+from ..host import dir_trust
 from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
 from .removal import remove_root, rmtree
 
@@ -256,7 +256,7 @@ class LocalStore:
     def _drop_orphaned_recalls(self, failed: list[tuple[Path, OSError]]) -> None:
         """Recalled-call memos (``recall/``) whose entry is gone, or that cannot be read: a memo
         of a live entry stays (it is rewritten whenever the full path answers that call)."""
-        from ..memo import read_file
+        from ..base.memo import read_file
 
         try:
             with os.scandir(self.layout.recall) as it:

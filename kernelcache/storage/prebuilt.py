@@ -1,7 +1,7 @@
 """Read-only prebuilt artifact roots: production without a compiler, never trusted blindly.
 
 An artifact root has the cache's entry layout; its manifests were made relocatable when the
-root was written (``kernelcache build``, see ``kernelcache.export``). Roots come from
+root was written (``kernelcache build``, see ``kernelcache.export.roots``). Roots come from
 ``Settings.prebuilt`` and from installed companion packages that register an entry point in
 the group ``kernelcache.prebuilt`` (a callable returning the root). An artifact is used only if
 it validates against *this* installation (``validate.installation_refusal``) and is *this*
@@ -20,14 +20,13 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from .. import bounded, dir_trust
-from .. import manifest as manifest_mod
-from .. import process_state
-from .. import toolchain
-from ..events import Place
-from ..layout import Layout
-from ..stamps import distributions_stamp
-from ..settings import Settings
+from ..base import bounded, process_state
+from ..base.events import Place
+from ..base.layout import Layout
+from ..base.settings import Settings
+from ..entry import manifest as manifest_mod
+from ..host import dir_trust, toolchain
+from ..host.stamps import distributions_stamp
 from . import prebuilt_sign
 from .entry import Entry
 
@@ -81,7 +80,7 @@ def entry_point_roots(settings: Settings) -> list[Path]:
 
     Scanning package metadata costs milliseconds on every process start (tens with a few
     hundred distributions), so the result is memoised on disk, keyed by what changes when
-    distributions do (``kernelcache.stamps.distributions_stamp``, the key a recalled call checks too).
+    distributions do (``kernelcache.host.stamps.distributions_stamp``, the key a recalled call checks too).
     """
     global _ep_roots
     if _ep_roots is None:

@@ -21,8 +21,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .. import bounded, process_state
-from ..manifest import FILENAME as MANIFEST
+from ..base import bounded, process_state
+from ..entry.manifest import FILENAME as MANIFEST
 
 SIGNATURE = "signature.json"  # beside manifest.json in an entry of an artifact root
 FORMAT = "kernelcache-prebuilt-signature/1"

@@ -12,7 +12,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from ..errors import RemovalError
+from ..base.errors import RemovalError
 
 ASIDE = ".removing."  # <root>.removing.<pid>.<rand>: a root being deleted by `clean`
 
@@ -38,7 +38,7 @@ def remove_root(root: Path) -> bool:
     could not be removed.
 
     The root is first renamed aside in one step, then deleted: a build running meanwhile finds
-    its directory gone and retries (``kernelcache.build_faults``) in a fresh root, which this
+    its directory gone and retries (``kernelcache.build.faults``) in a fresh root, which this
     deletion never reaches. Roots left aside by an interrupted clean are deleted too.
     """
     aside = root.with_name(f"{root.name}{ASIDE}{os.getpid()}.{uuid.uuid4().hex[:8]}")

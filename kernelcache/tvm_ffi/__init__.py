@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import lazy
-
+from ..base import lazy
 from ._front import load, load_inline
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -30,8 +30,8 @@ from . import _env
 if TYPE_CHECKING:  # pragma: no cover
     from tvm_ffi import Module
 
-    from ..settings import Settings
-    from ..spec import KernelSpec
+    from ..base.settings import Settings
+    from ..base.spec import KernelSpec
 
 _ORIGINALS: dict[str, Callable[..., Any]] = {}  # filled by _patch.install before patching
 _settings = _env.resolve  # the settings of one call: explicit, else installed/env + call-time env
@@ -112,8 +112,8 @@ def _inline(name: str, *, cpp_sources=None, cuda_sources=None, functions=None, e
             extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, embed_cubin=None,
             settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
     """The spec ``load_inline`` builds, and its generated source dir when this call wrote it."""
+    from ..base.spec import KernelSpec
     from ..dropin import generated as inline_sources
-    from ..spec import KernelSpec
     from . import _args, _sources
 
     cpp = _args.as_list(cpp_sources)
@@ -152,7 +152,7 @@ def _files(name: str, *, sources=None, cpp_files=None, cuda_files=None, extra_cf
            extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None,
            settings: "Settings | None" = None) -> tuple[KernelSpec, Path | None]:
     """The spec ``load``/``build`` build (files where they are), and a generated dir it wrote."""
-    from ..spec import KernelSpec
+    from ..base.spec import KernelSpec
     from . import _args, _objects
 
     paths = _args.resolve_paths(_args.as_list(sources) + _args.as_list(cpp_files) + _args.as_list(cuda_files))

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TypeGuard
 
-from ..errors import BuildError
+from ..base.errors import BuildError
 
 _SPEC_NAME_RE = re.compile(r"[^A-Za-z0-9_]")
 _C_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..dropin.call_settings import Installed
-from ..dropin.call_settings import resolve as _resolve
+from ..dropin.call_settings import Installed, resolve as _resolve
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 ARCH_VAR = "TVM_FFI_CUDA_ARCH_LIST"
 __all__ = ["ARCH_VAR", "Installed", "resolve"]

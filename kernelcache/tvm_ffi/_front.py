@@ -2,7 +2,7 @@
 call (and any ``settings=``) takes the full path in :mod:`._api`.
 
 Why a module of its own: ``import kernelcache.tvm_ffi`` and the first warm load of a process
-import only this and :mod:`kernelcache.recall` (benchmarks/bench_dropin_import.py); the argument
+import only this and :mod:`kernelcache.lookup.recall` (benchmarks/bench_dropin_import.py); the argument
 handling, the loader and the toolchain are imported when a call is not recalled. The digest and
 the call through come from tvm-ffi's parameter tables (``LOAD_INLINE``, ``LOAD``; ``_params``).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .. import recall
+from ..lookup import recall
 
 # The parameter tables of tvm_ffi.cpp.load_inline / load (plain tables, ``dropin.params``; here and not
 # in ``_params``, which has the build tables: no module import on the warm path). The fronts' own
@@ -33,10 +33,10 @@ LOAD: Table = ("tvm_ffi.cpp:load",
         {"build_directory": _DIR, "keep_module_alive": _ALIVE}, {})
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..dropin.params import Table
     from tvm_ffi import Module
 
-    from ..settings import Settings
+    from ..base.settings import Settings
+    from ..dropin.params import Table
 
 
 def load_inline(

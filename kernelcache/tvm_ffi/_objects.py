@@ -23,7 +23,7 @@ from ..dropin import generated as inline_sources
 from . import _args
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 LINK_ONLY_FILE = "kc_link_only.cc"
 _LINK_ONLY_SOURCE = b"// kernelcache.tvm_ffi: a link-only module; its code is in the linked objects.\n"
@@ -85,10 +85,10 @@ def build_object(original: Callable[..., str], name: str, build_directory: str |
 
     from filelock import FileLock
 
-    from .. import lockdir
+    from ..host import lockdir
 
     digest = _digest(getattr(original, "__name__", "build"), name, output, kwargs)
-    # A lock dir that is not private (kernelcache.lockdir) is not used: this call then works in
+    # A lock dir that is not private (kernelcache.host.lockdir) is not used: this call then works in
     # a directory of its own instead of the shared one the lock guards (one per call, not reused).
     locked = lockdir.prepare(settings.lock_dir) is None
     alone = "" if locked else f"-{os.getpid()}-{os.urandom(4).hex()}"

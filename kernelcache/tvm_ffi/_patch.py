@@ -14,7 +14,7 @@ from ..dropin.adapter import Adapter, routed
 from . import _api, _env, _front
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..settings import Settings
+    from ..base.settings import Settings
 
 NAMES = ("load_inline", "load", "build_inline", "build")
 _MODULES = ("tvm_ffi.cpp", "tvm_ffi.cpp.extension")
@@ -71,7 +71,7 @@ def install_if_requested(settings: "Settings | None" = None) -> bool:
     import tvm_ffi when the setting is off.
     """
     if settings is None:
-        from ..settings import Settings
+        from ..base.settings import Settings
 
         if not Settings.from_env().patch_tvm_ffi:
             return False

@@ -56,7 +56,7 @@ def test_ls_and_stats_name_the_kind_of_each_entry(kc_env: KcEnv, monkeypatch: py
         "adder": ("tvm_ffi", "tvm-ffi module", 1), SEED_NAME: ("torch_python", "torch extension", 1)}
     assert _row(_cli(kc_env, "stats").stdout, SEED_NAME)[-2:] == ["torch", "extension"]
 
-    from kernelcache import deprecord
+    from kernelcache.entry import deprecord
 
     # read from the record's head (the torch manifest holds hundreds of dependencies) ...
     for entry in kc_env.entries(SEED_NAME):

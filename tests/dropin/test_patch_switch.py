@@ -10,10 +10,9 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from kernelcache.base.settings import Settings, patch_requested
 
 from kernelcache import patch
-from kernelcache.settings import Settings, patch_requested
-
 from tests.support import build_tree_copy
 
 from .conftest import tvm_env

@@ -1,10 +1,10 @@
 """A repeated drop-in call in a fresh process is recalled without the loader, and only while
-everything the full path's answer rested on still stands (kernelcache.recall).
+everything the full path's answer rested on still stands (kernelcache.lookup.recall).
 
 Real processes, the real compiler wrapper, real edits: a header rewritten with its mtime set
 back, a ``touch``, a replaced compiler, a removed entry, settings that change the key. Whether a
 call was recalled is read from the process itself: a recalled call never imports
-``kernelcache.loader``.
+``kernelcache.lookup.loader``.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ again = jit.load_inline("recall_probe", cpp_sources={src!r}, functions=["value"]
 allocated = gc.get_count()[0] - count0
 full_gc = gc.get_stats()[2]["collections"] - stats0
 gc.enable()
-recalled = "kernelcache.loader" not in sys.modules
+recalled = "kernelcache.lookup.loader" not in sys.modules
 from kernelcache.tvm_ffi import _api
 full = _api.load_inline("recall_probe", cpp_sources={src!r}, functions=["value"], extra_include_paths=[{inc!r}])
 import kernelcache

@@ -136,7 +136,7 @@ def test_a_name_that_is_not_a_module_function_fails_with_a_clear_line(fi: FiEnv)
 def test_a_companion_wheel_of_the_root_serves_a_host_without_compilers(fi: FiEnv, root: Path) -> None:
     import zipfile
 
-    from kernelcache.export import pack_wheel
+    from kernelcache.export.roots import pack_wheel
 
     whl = pack_wheel(root, fi.tmp / "fi-dist", "fi_test")
     site = fi.tmp / "fi-wheel-site"  # the wheel "installed": unpacked onto the host's path

@@ -8,7 +8,7 @@ import os
 from .conftest import PROBE, FiEnv
 
 RECALL_PROBE = PROBE + """
-print(json.dumps({"recalled": "kernelcache.loader" not in sys.modules, "library": str(spec.get_library_path())}))
+print(json.dumps({"recalled": "kernelcache.lookup.loader" not in sys.modules, "library": str(spec.get_library_path())}))
 """
 
 

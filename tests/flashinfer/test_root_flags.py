@@ -49,10 +49,10 @@ try:
 except Exception as e:
     out.update(error=type(e).__name__, message=str(e))
 import sys
-out["recalled"] = "kernelcache.loader" not in sys.modules
+out["recalled"] = "kernelcache.lookup.loader" not in sys.modules
 import kernelcache as kc
 from kernelcache.flashinfer import _spec
-from kernelcache.settings import Settings
+from kernelcache.base.settings import Settings
 ks, s, _ = _spec.kernel_spec(spec, Settings.from_env())
 info = kc.explain(ks, s)
 out.update(status=info["status"], prebuilt=info["prebuilt"])
@@ -163,7 +163,7 @@ def test_without_a_compiler_and_jit_allowed_the_toolchain_error_names_the_flag(f
 def test_a_companion_wheel_of_the_root_is_admitted_by_the_same_key(fi: FiEnv, op: Path, root: Path):
     import zipfile
 
-    from kernelcache.export import pack_wheel
+    from kernelcache.export.roots import pack_wheel
 
     whl = pack_wheel(root, fi.tmp / "scale-dist", "scale_test")
     site = fi.tmp / "scale-wheel-site"

@@ -76,7 +76,7 @@ def test_one_header_byte_changed_with_mtime_restored_rebuilds_once_for_eight_col
 
 NO_BUILD = """
 from flashinfer.jit.core import MissingJITCacheError
-from kernelcache.errors import CacheMissError
+from kernelcache.base.errors import CacheMissError
 from flashinfer.jit import activation
 try:
     activation.gen_act_and_mul_module("silu").build_and_load()

@@ -89,7 +89,7 @@ def test_a_toolkit_elsewhere_with_the_same_bytes_shares_the_entry_and_other_byte
 
 
 def test_the_python_include_anchor_is_the_dir_sysconfig_names() -> None:
-    from kernelcache.anchors import python_include_dirs
+    from kernelcache.host.anchors import python_include_dirs
 
     assert os.path.realpath(sysconfig.get_path("include")) in {os.path.realpath(d) for d in python_include_dirs()}
 

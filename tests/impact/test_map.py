@@ -2,13 +2,22 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from kernelcache.impact.api import load_checked
-from kernelcache.impact.impact_map import FORMAT, FileRecord, ImpactMap, KernelRecord, SetupRecord, TestRecord, load, save
+from kernelcache.impact.impact_map import (
+    FORMAT,
+    FileRecord,
+    ImpactMap,
+    KernelRecord,
+    SetupRecord,
+    TestRecord,
+    load,
+    save,
+)
 
 
 def sample() -> ImpactMap:
@@ -80,7 +89,8 @@ def test_kernelcaches_own_pre_included_header_is_a_kernel_input_where_the_reposi
     ``${KERNELCACHE}/...``): in this repository an edit to it must select the kernels' tests."""
     from types import SimpleNamespace
 
-    from kernelcache.anchors import PACKAGE_DIR
+    from kernelcache.host.anchors import PACKAGE_DIR
+
     from kernelcache.impact.record import RepoPaths, kernel_record
 
     repo_root = Path(PACKAGE_DIR).parent

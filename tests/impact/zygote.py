@@ -39,7 +39,7 @@ def _child(req: dict) -> None:
 # what a child's session imports (the loader's path for a C-ABI kernel, pytest's default
 # plugins): imported here once, not per child (-p kernelcache marks the package for assertion
 # rewriting, so each child would parse and compile them again)
-PRELOAD = ("kernelcache.loader", "kernelcache.search", "kernelcache.validate", "kernelcache.kinds.tvm_ffi",
+PRELOAD = ("kernelcache.lookup.loader", "kernelcache.lookup.search", "kernelcache.entry.validate", "kernelcache.kinds.tvm_ffi",
            "kernelcache.storage.local", "kernelcache.storage.prebuilt", "kernelcache.impact.api",
            "kernelcache.impact.record", "kernelcache.pytest_plugin", "pdb", "xml.etree.ElementTree")
 

@@ -187,7 +187,7 @@ def test_curand_include_discovery(monkeypatch, tmp_path):
     from kernelcache import ToolchainError
     from kernelcache.kernels import speculative_sampling as ss
 
-    # a CUDA home as kernelcache.toolchain.find_cuda_home() accepts it (the toolkit that compiles)
+    # a CUDA home as kernelcache.host.toolchain.find_cuda_home() accepts it (the toolkit that compiles)
     (tmp_path / "include").mkdir()
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvcc").write_text("")

@@ -39,7 +39,7 @@ spec = kc.KernelSpec(name="toy_add", sources=["add.c"], root=Path(sys.argv[1]), 
 out = {}
 try:
     lib = kc.load(spec)
-    out.update(value=lib.toy_add(2, 3), path=lib._name, recalled="kernelcache.loader" not in sys.modules)
+    out.update(value=lib.toy_add(2, 3), path=lib._name, recalled="kernelcache.lookup.loader" not in sys.modules)
 except kc.KernelCacheError as e:
     out.update(error=type(e).__name__, message=str(e))
 if len(sys.argv) > 3:  # then the plugin kind in the same process

@@ -4,10 +4,10 @@ come from."""
 from __future__ import annotations
 
 import pytest
+from kernelcache.base.errors import SpecError
 
 import kernelcache as kc
 from kernelcache import kinds
-from kernelcache.errors import SpecError
 from kernelcache.kinds.base import Kind
 
 

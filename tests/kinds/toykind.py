@@ -33,10 +33,10 @@ MODULE = '''\
 """A plain C library loaded with ctypes: a kernelcache kind living outside kernelcache."""
 import ctypes
 
-from kernelcache import plan as plan_mod
-from kernelcache.errors import BuildError
+from kernelcache.key import plan as plan_mod
+from kernelcache.base.errors import BuildError
 from kernelcache.kinds.base import Kind
-from kernelcache.validate import BinaryChecks, Rejection, read_identity
+from kernelcache.entry.validate import BinaryChecks, Rejection, read_identity
 
 
 def lean_load(path, name):

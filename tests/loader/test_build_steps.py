@@ -1,5 +1,5 @@
 """One ninja run per build: what the compilers read is recorded while the linker runs
-(kernelcache.ninja_run reads ninja's finished-edge count); the log keeps ninja's usual status.
+(kernelcache.build.ninja reads ninja's finished-edge count); the log keeps ninja's usual status.
 
 Real builds through the counting compiler wrapper; the link is held at a gate, so the order of
 events is observed, not timed.
@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 import time
 
-import kernelcache as kc
-from kernelcache import deprecord
+from kernelcache.entry import deprecord
 
+import kernelcache as kc
 from tests.support import HANG_S, project_spec
 
 

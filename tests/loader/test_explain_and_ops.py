@@ -93,7 +93,7 @@ def test_import_is_light():
 
 
 def test_long_builds_report_progress(kc_env, project, monkeypatch, capfd):
-    from kernelcache import ninja_run
+    from kernelcache.build import ninja as ninja_run
 
     monkeypatch.setattr(ninja_run, "HEARTBEAT_S", 0.2)
     monkeypatch.setenv("KC_SLOW_COMPILE", "1")

@@ -1,4 +1,4 @@
-"""The packed hit record (kernelcache/deprecord.py): a warm load reads it instead of manifest.json.
+"""The packed hit record (kernelcache/entry/deprecord.py): a warm load reads it instead of manifest.json.
 
 Each case is provoked on a real entry in a fresh process: an entry of an older version (no
 record), a damaged record, a record of another manifest, a touched header (re-hashed once, then
@@ -11,16 +11,17 @@ import os
 import time
 from pathlib import Path
 
+from kernelcache.base.layout import Layout
+from kernelcache.entry import deprecord
+from kernelcache.host import anchors as anchors_mod
+
 import kernelcache as kc
-from kernelcache import anchors as anchors_mod
-from kernelcache import deprecord
-from kernelcache.layout import Layout
 from tests.support import project_spec, spec_code
 
 # Counts, in the child, the content hashes and the JSON parses of the manifest during one load.
 PROBE = """
 import json as _json
-from kernelcache import toolchain as _tc
+from kernelcache.host import toolchain as _tc
 _n = {"hash": 0, "manifest_parses": 0}
 _real_hash, _real_loads = _tc.content_hash, _json.loads
 def _hash(p):
@@ -112,7 +113,7 @@ def test_touched_header_is_hashed_once_then_trusted_by_its_new_stat(kc_env, proj
 
 def test_record_check_is_the_manifest_check(kc_env, project):
     """The packed check and the JSON check agree, case by case (hit, edited header, absent probe)."""
-    from kernelcache import key
+    from kernelcache.key import deps as key
     from kernelcache.storage.entry import Entry
 
     spec = project_spec(project)

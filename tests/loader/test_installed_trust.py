@@ -1,4 +1,4 @@
-"""Installed-package trust (kernelcache/installed.py): a real wheel, pip-installed into a tmp dir.
+"""Installed-package trust (kernelcache/host/installed.py): a real wheel, pip-installed into a tmp dir.
 
 The kernel's header comes from an installed, non-editable distribution. By default a warm load
 stats that distribution's RECORD instead of its headers (counted by the ``hit`` event's
@@ -19,9 +19,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from kernelcache.base.layout import Layout
+from kernelcache.entry import deprecord
 
-from kernelcache import deprecord
-from kernelcache.layout import Layout
 from tests.support import REPO, make_project, spec_code
 
 PKG = "kctrust"
@@ -159,7 +159,7 @@ def test_prefetched_listings_see_a_distribution_that_starts_installing_there(tmp
     nothing under an include directory's top; a distribution reinstalled so that it does install a
     header there is read again (its RECORD's stat is part of the listings' key), so a header it
     adds beside kctrust's spoils kctrust's trust as it would have without the warm-up."""
-    from kernelcache import installed as inst
+    from kernelcache.host import installed as inst
 
     tmp = tmp_path / "w"
     tmp.mkdir()

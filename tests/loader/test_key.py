@@ -6,8 +6,9 @@ import shutil
 import time
 from pathlib import Path
 
+from kernelcache.host import toolchain
+
 import kernelcache as kc
-from kernelcache import toolchain
 from tests.support import make_project, project_spec, spec_code
 
 

@@ -1,12 +1,14 @@
-"""The lookup loop (kernelcache.search): the miss reason is computed once and only when needed,
+"""The lookup loop (kernelcache.lookup.search): the miss reason is computed once and only when needed,
 sources are hashed once per load, outcomes are typed, and explain walks the same loop read-only."""
 from __future__ import annotations
 
 import json
 
+from kernelcache.base.events import Miss, Status
+from kernelcache.lookup import search
+
 import kernelcache as kc
-from kernelcache import level1, search
-from kernelcache.events import Miss, Status
+from kernelcache.key import level1
 from tests.support import project_spec
 
 

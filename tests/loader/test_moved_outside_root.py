@@ -132,7 +132,7 @@ def test_relative_include_leaving_the_repository_is_checked_where_the_compiler_r
 
 
 def test_the_key_names_an_outside_include_dir_relative_to_the_root(tmp_path):
-    from kernelcache import anchors
+    from kernelcache.host import anchors
 
     for name in ("a", "b"):
         checkout(tmp_path / name, 1, include="x.h", repo=tmp_path / name)

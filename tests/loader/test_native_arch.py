@@ -12,10 +12,14 @@ import subprocess
 import sys
 
 import pytest
+from kernelcache.base.settings import Settings
+from kernelcache.entry import manifest
+from kernelcache.host import native
 
 import kernelcache as kc
-from kernelcache import export, kinds, level1, manifest, native
-from kernelcache.settings import Settings
+from kernelcache import kinds
+from kernelcache.export import roots as export
+from kernelcache.key import level1
 from kernelcache.storage.entry import Entry
 from tests.support import copy_as_fetched, project_spec
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kernelcache.base.events import Place
+from kernelcache.base.settings import Settings
+from kernelcache.entry import manifest
+from kernelcache.lookup import search
 
 import kernelcache as kc
-from kernelcache import export, kinds, manifest, search
-from kernelcache.events import Place
-from kernelcache.settings import Settings
+from kernelcache import kinds
+from kernelcache.export import roots as export
 from kernelcache.storage.entry import Entry
 from tests.support import copy_as_fetched, project_spec
 

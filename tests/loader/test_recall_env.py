@@ -8,9 +8,8 @@ pytest run exports for its test processes (``Settings.to_env``) is either no ans
 from __future__ import annotations
 
 import pytest
-
-from kernelcache import environ
-from kernelcache.settings import Settings
+from kernelcache.base import environ
+from kernelcache.base.settings import Settings
 
 DEFAULTS = Settings.from_env({})
 EXPORTED = DEFAULTS.to_env()

@@ -1,8 +1,8 @@
 """``kernelcache.load(spec)`` in a fresh process recalls what the full path answered before
-(kernelcache.front), and only while everything that answer rested on still stands.
+(kernelcache.lookup.front), and only while everything that answer rested on still stands.
 
 Real processes, the counting compiler wrapper, real edits. Whether a call was recalled is read
-from the process itself: a recalled call never imports ``kernelcache.loader``.
+from the process itself: a recalled call never imports ``kernelcache.lookup.loader``.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ spec = kc.KernelSpec(name="adder", sources=["add.cc"], root=Path({base!r}), incl
                      cflags={cflags!r}, functions={{"add": "Callable[[int, int], int]"}})
 settings = kc.Settings.from_env() if {with_settings!r} else None
 mod = kc.load(spec, settings) if settings is not None else kc.load(spec)
-recalled = "kernelcache.loader" not in sys.modules
+recalled = "kernelcache.lookup.loader" not in sys.modules
 again = kc.load(spec)
 st = kc.stats()
 print(json.dumps(dict(value=mod.add(1, 2), recalled=recalled, same=mod is again, hits=st["hits"],

@@ -22,7 +22,7 @@ import kernelcache as kc
 spec = kc.KernelSpec(name="adder", sources=["add.cc"], root=Path({base!r}), include_dirs=["include"],
                      functions={{"add": "Callable[[int, int], int]"}})
 mod = kc.load(spec)
-print(json.dumps(dict(value=mod.add(1, 2), recalled="kernelcache.loader" not in sys.modules,
+print(json.dumps(dict(value=mod.add(1, 2), recalled="kernelcache.lookup.loader" not in sys.modules,
                       where=kc.__file__)))
 """
 

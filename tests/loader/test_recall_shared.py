@@ -4,7 +4,7 @@ logged like a full one; an import path that resolves a relevant module elsewhere
 
 Real processes (``python -c`` and a real pytest run), the counting compiler wrapper; a recall is
 counted from the ``KERNELCACHE_LOG`` file (a hit event with ``recalled: true``) and from the
-process itself (a recalled call never imports ``kernelcache.loader``).
+process itself (a recalled call never imports ``kernelcache.lookup.loader``).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.support import HANG_S, spec_code
 PROBE = spec_code  # the spec of the test project, recreated in the subprocess
 LOAD = """
 mod = kc.load(spec)
-print(json.dumps(dict(value=mod.add(1, 2), recalled="kernelcache.loader" not in sys.modules)))
+print(json.dumps(dict(value=mod.add(1, 2), recalled="kernelcache.lookup.loader" not in sys.modules)))
 """
 PYTEST_FILE = """
 import sys

@@ -13,11 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
+from kernelcache.base.errors import ToolchainError
 
 import kernelcache as kc
-from kernelcache import build, kinds
-from kernelcache import plan as plan_mod
-from kernelcache.errors import ToolchainError
+from kernelcache import kinds
+from kernelcache.build import compile as build
+from kernelcache.key import plan as plan_mod
 
 TYPES_SRC = r"""
 #include <tvm/ffi/function.h>
@@ -116,7 +117,7 @@ def test_a_wrong_declaration_is_still_refused_on_the_fresh_build(kc_env, tmp_pat
 
 
 def test_a_cuda_source_gets_the_same_export_through_nvcc(kc_env, tmp_path: Path, monkeypatch) -> None:
-    from kernelcache import toolchain
+    from kernelcache.host import toolchain
 
     try:
         toolchain.find_cuda_home()

@@ -1,4 +1,4 @@
-"""System-package trust (kernelcache/system_packages.py): headers that dpkg installed.
+"""System-package trust (kernelcache/host/system_packages.py): headers that dpkg installed.
 
 Most tests install a header as dpkg does (the file by rename, then the package's ``md5sums`` and
 dpkg's ``status`` rewritten) into a database of their own (``DPKG_ADMINDIR``, dpkg's variable),
@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 
 import pytest
+from kernelcache.base.layout import Layout
+from kernelcache.entry import deprecord
 
-from kernelcache.layout import Layout
-from kernelcache import deprecord
 from tests.support import KERNEL_SRC, REPO, make_project, spec_code
 
 PKG = "kcsys"

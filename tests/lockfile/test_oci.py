@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from kernelcache.entry import manifest
 
-from kernelcache import export, manifest
+from kernelcache.export import roots as export
 from kernelcache.storage.entry import Entry
 from tests.support import HANG_S, compilerless_path, spec_code
 
@@ -70,7 +71,7 @@ def test_unpacked_layer_serves_without_compiler(root, built_adder, kc_env, tmp_p
     subprocess.run(["chmod", "-R", "a-w", str(mount)], check=True)
     try:
         code = spec_code(built_adder.spec.root) + (
-            "import kernelcache.loader as L\nm, r = L.load_with_result(spec)\nprint(m.add(2, 3), r.status)")
+            "import kernelcache.lookup.loader as L\nm, r = L.load_with_result(spec)\nprint(m.add(2, 3), r.status)")
         out = kc_env.run_py(code, CXX="/bin/false", KERNELCACHE_NO_BUILD="1", KERNELCACHE_PREBUILT=str(mount),
                             PATH=compilerless_path(tmp_path / "bin-nocc")).stdout.split()
         assert out == ["5", "prebuilt"]

@@ -106,7 +106,7 @@ try:
 except kc.LockViolation as e:
     print("REFUSED", e.spec_name, "|", "; ".join(e.drift))
 import sys
-print("LOADER", "kernelcache.loader" in sys.modules)
+print("LOADER", "kernelcache.lookup.loader" in sys.modules)
 """
     env = {"KERNELCACHE_LOCK": str(locked)}
     first = kc_env.run_py(code, **env)

@@ -69,7 +69,7 @@ def test_deprecated_prebuild_names_still_work_and_warn(plain, monkeypatch):
 RECORDER = '''
 import json, os
 from pathlib import Path
-from kernelcache import loader
+from kernelcache.lookup import loader
 
 LOG = Path(__file__).with_name("loads.jsonl")
 

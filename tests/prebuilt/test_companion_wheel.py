@@ -51,7 +51,7 @@ def test_fresh_venv_without_compiler_uses_companion_wheel(tmp_path):
         "PATH": str(venv / "bin"), "HOME": str(tmp_path), "CXX": "/bin/false", "CC": "/bin/false",
         "KERNELCACHE_NO_BUILD": "1", "KERNELCACHE_DIR": str(cache), "KERNELCACHE_LOG": "stderr",
     }
-    probe = _run([py, "-c", "import shutil, kernelcache.loader as L\n"
+    probe = _run([py, "-c", "import shutil, kernelcache.lookup.loader as L\n"
                   "from kernelcache.kernels import NgramCorpus, shipped_specs\n"
                   "assert shutil.which('c++') is None and shutil.which('nvcc') is None\n"
                   "m, r = L.load_with_result(shipped_specs(['ngram_corpus'])['ngram_corpus'])\n"

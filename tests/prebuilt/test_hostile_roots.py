@@ -15,9 +15,10 @@ import os
 import shutil
 
 import pytest
+from kernelcache.entry import manifest
 
 import kernelcache as kc
-from kernelcache import export, manifest
+from kernelcache.export import roots as export
 from kernelcache.storage.entry import Entry
 from tests.support import project_spec, spec_code
 
@@ -26,7 +27,7 @@ LOAD = """
 import resource
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
 {spec}
-import kernelcache.loader as L
+import kernelcache.lookup.loader as L
 m, r = L.load_with_result(spec)
 info = kc.explain(spec)
 print("RESULT " + json.dumps({{"value": m.add(2, 3), "status": r.status,

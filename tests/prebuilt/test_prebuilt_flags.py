@@ -19,9 +19,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from kernelcache.host import toolchain
 
 import kernelcache as kc
-from kernelcache import export, toolchain
+from kernelcache.export import roots as export
 from tests.support import HANG_S, REPO, compilerless_path
 
 SRC = """\
@@ -50,7 +51,7 @@ SPEC = """
 import json, sys
 from pathlib import Path
 import kernelcache as kc
-from kernelcache import loader
+from kernelcache.lookup import loader
 spec = kc.KernelSpec(name="factor", sources=["factor.cc"], root=Path({root!r}), include_dirs={inc!r},
                      cflags={cflags!r}, functions={{"factor": "Callable[[], int]"}})
 """
@@ -112,7 +113,7 @@ def test_the_root_records_the_source_key_and_its_inputs_in_clear(factor_root):
     assert len(m["skey"]) == 64
     assert m["skey_inputs"]["flags"][0] == ["-DFACTOR=2"]
     assert m["skey_inputs"]["include_dirs"] == ["${ROOT}/include"]
-    from kernelcache.level1 import canonical_hash
+    from kernelcache.key.level1 import canonical_hash
 
     assert canonical_hash(m["skey_inputs"]) == m["skey"]  # exactly what the key hashes
 

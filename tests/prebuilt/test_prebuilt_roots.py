@@ -7,9 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from kernelcache.entry import manifest
 
 import kernelcache as kc
-from kernelcache import export, manifest
+from kernelcache.export import roots as export
 from kernelcache.storage.entry import Entry
 from tests.support import HANG_S, make_project, project_spec, spec_code
 
@@ -37,7 +38,7 @@ def test_manifest_is_relocatable(artifact_root):
 
 
 def test_valid_artifact_loads_without_compiler(kc_env, project, artifact_root):
-    code = spec_code(project) + "import kernelcache.loader as L\nm, r = L.load_with_result(spec)\nprint(m.add(2, 3), r.status)"
+    code = spec_code(project) + "import kernelcache.lookup.loader as L\nm, r = L.load_with_result(spec)\nprint(m.add(2, 3), r.status)"
     out = kc_env.run_py(code, CXX="/bin/false", KERNELCACHE_NO_BUILD="1",
                         KERNELCACHE_PREBUILT=str(artifact_root), PATH="/nonexistent").stdout.split()
     assert out == ["5", "prebuilt"]
@@ -80,7 +81,7 @@ def test_artifact_with_other_schema_is_refused_and_jit_fallback_builds(kc_env, p
 
 
 def test_artifact_for_another_cuda_arch_is_refused(kc_env, tmp_path, monkeypatch):
-    from kernelcache import toolchain
+    from kernelcache.host import toolchain
 
     try:
         toolchain.find_cuda_home()

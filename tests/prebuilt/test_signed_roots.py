@@ -36,7 +36,7 @@ def specs():
 """
 LOAD = """
 {spec}
-import kernelcache.loader as L
+import kernelcache.lookup.loader as L
 m, r = L.load_with_result(spec)
 info = kc.explain(spec)
 print("RESULT " + json.dumps({{"value": m.add(2, 3), "status": r.status,

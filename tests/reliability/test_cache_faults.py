@@ -9,9 +9,9 @@ import sys
 import textwrap
 
 import pytest
+from kernelcache.base.errors import CacheWriteError, SpecError
 
 import kernelcache as kc
-from kernelcache.errors import CacheWriteError, SpecError
 from tests.mounts import fill, small_tmpfs
 from tests.support import HANG_S, make_project, project_spec, spec_code
 

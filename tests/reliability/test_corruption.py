@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from kernelcache.host import toolchain
 
 import kernelcache as kc
-from kernelcache import toolchain
 from tests.support import make_project, manifest, project_spec, replace_file, spec_code
 
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 import kernelcache as kc
-from kernelcache import kinds, level1, lock
+from kernelcache import kinds
+from kernelcache.build import lock
+from kernelcache.key import level1
 from tests.support import HANG_S, project_spec, spec_code
 
 ATTACKER = 4242

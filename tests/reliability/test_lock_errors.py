@@ -6,14 +6,14 @@ import subprocess
 import sys
 import textwrap
 
-
 import kernelcache as kc
-from kernelcache import lock
+from kernelcache.build import lock
 from tests.support import HANG_S, project_spec, spec_code
 
 
 def _lock_file(kc_env, project):
-    from kernelcache import kinds, level1
+    from kernelcache import kinds
+    from kernelcache.key import level1
 
     s = kc.Settings.from_env()
     l1 = level1.level1(kinds.make_plan(project_spec(project), s), s)
@@ -44,10 +44,11 @@ def test_lock_dir_permission_denied_builds_privately(kc_env, project, monkeypatc
 def test_waiter_logs_holder_and_deadline_ends_wait(kc_env, project):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from kernelcache.lock import single_flight
+        from kernelcache.build.lock import single_flight
         from pathlib import Path
         import kernelcache as kc
-        from kernelcache import kinds, level1
+        from kernelcache import kinds
+        from kernelcache.key import level1
         from tests.support import project_spec
         s = kc.Settings.from_env()
         l1 = level1.level1(kinds.make_plan(project_spec(Path({str(project)!r})), s), s)

@@ -16,7 +16,7 @@ def _spawn(kc_env, code: str, **env) -> subprocess.Popen:
 def test_two_hosts_with_separate_lock_dirs_publish_one_entry(kc_env, project, tmp_path):
     """Like two nodes sharing a cache on NFS: no common flock, both build, the rename decides."""
     code = spec_code(project) + textwrap.dedent("""
-        import kernelcache.loader as L
+        import kernelcache.lookup.loader as L
         m, r = L.load_with_result(spec)
         print(m.add(1, 2), r.entry_id, kc.stats()["publish_races_lost"])
     """)

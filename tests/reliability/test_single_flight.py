@@ -17,7 +17,7 @@ def _spawn(kc_env, code: str, **env) -> subprocess.Popen:
 
 def test_eight_cold_processes_compile_exactly_once(kc_env, project):
     code = spec_code(project) + textwrap.dedent("""
-        import kernelcache.loader as L
+        import kernelcache.lookup.loader as L
         mod, res = L.load_with_result(spec)
         print(mod.add(20, 22), res.entry_id, res.status)
     """)
@@ -39,8 +39,9 @@ HOLD_LOCK = """
     import time
     from pathlib import Path
     import kernelcache as kc
-    from kernelcache import kinds, level1
-    from kernelcache.lock import single_flight
+    from kernelcache import kinds
+    from kernelcache.key import level1
+    from kernelcache.build.lock import single_flight
     from tests.support import project_spec
     s = kc.Settings.from_env()
     l1 = level1.level1(kinds.make_plan(project_spec(Path({project!r})), s), s)
@@ -66,7 +67,7 @@ def test_waiter_loads_what_the_holder_published_without_taking_the_lock(kc_env, 
     try:
         assert holder.stdout.readline().strip() == "held"
         waiter = _spawn(kc_env, spec_code(project) + textwrap.dedent("""
-            import kernelcache.loader as L
+            import kernelcache.lookup.loader as L
             mod, res = L.load_with_result(spec)
             print(mod.add(2, 3), res.status, "|", res.reason)
         """), KERNELCACHE_LOG=str(log), KERNELCACHE_LOCK_TIMEOUT="60")

@@ -7,9 +7,13 @@ import time
 from pathlib import Path
 
 import pytest
+from kernelcache.entry import manifest
+from kernelcache.host import toolchain
 
 import kernelcache as kc
-from kernelcache import kinds, level1, lock, manifest, toolchain
+from kernelcache import kinds
+from kernelcache.build import lock
+from kernelcache.key import level1
 from tests.support import make_project, project_spec, spec_code
 
 
@@ -65,7 +69,7 @@ def test_concurrent_builds_of_different_kernels_do_not_collide(kc_env, tmp_path)
 def test_loser_of_a_publish_race_uses_its_own_copy_when_the_winner_is_incomplete(kc_env, project, tmp_path):
     """#31: the winner's entry directory exists but is not (yet) readable, as on NFS."""
     probe_cache = tmp_path / "probe_cache"
-    out = kc_env.run_py(spec_code(project) + "import kernelcache.loader as L\n"
+    out = kc_env.run_py(spec_code(project) + "import kernelcache.lookup.loader as L\n"
                         "m, r = L.load_with_result(spec)\nprint(r.entry_path)", KERNELCACHE_DIR=str(probe_cache))
     probe_entry = Path(out.stdout.strip())
     eid, kdir = probe_entry.name, probe_entry.parent.name

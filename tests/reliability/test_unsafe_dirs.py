@@ -9,9 +9,9 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from kernelcache.base.errors import CacheMissError, UnsafeDirectoryError, UnsafeDirectoryWarning
 
 import kernelcache as kc
-from kernelcache.errors import CacheMissError, UnsafeDirectoryError, UnsafeDirectoryWarning
 from tests.support import project_spec
 
 
@@ -86,7 +86,9 @@ def test_strict_refuses_a_world_writable_cache_dir(kc_env, project, monkeypatch)
 def test_strict_skips_a_world_writable_prebuilt_root_with_the_reason(kc_env, project, tmp_path):
     import shutil
 
-    from kernelcache import export, manifest
+    from kernelcache.entry import manifest
+
+    from kernelcache.export import roots as export
     from kernelcache.storage.entry import Entry
 
     spec = project_spec(project)
@@ -116,13 +118,13 @@ def test_strict_skips_a_world_writable_prebuilt_root_with_the_reason(kc_env, pro
 
 
 def test_strict_is_not_bypassed_by_a_recalled_call(kc_env, project):
-    """A repeated call in a fresh process is answered without the loader (kernelcache.recall); a
+    """A repeated call in a fresh process is answered without the loader (kernelcache.lookup.recall); a
     cache dir made world-writable since must still be refused, not recalled."""
     from tests.support import spec_code
 
     code = spec_code(project) + "\ntry:\n    print('OK', kc.load(spec).add(1, 2))\n" \
         "except kc.KernelCacheError as e:\n    print('REFUSED', type(e).__name__, e)\n" \
-        "print('LOADER', 'kernelcache.loader' in sys.modules)\n"
+        "print('LOADER', 'kernelcache.lookup.loader' in sys.modules)\n"
 
     def run() -> list[str]:
         return kc_env.run_py(code, cwd=kc_env.tmp, KERNELCACHE_STRICT_DIRS="1").stdout.split()

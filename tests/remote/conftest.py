@@ -86,7 +86,7 @@ def file_remote(tmp_path: Path) -> FileRemote:
 
 @pytest.fixture
 def make_settings(tmp_path: Path) -> Callable[..., Any]:
-    from kernelcache.settings import RemoteSettings, Settings
+    from kernelcache.base.settings import RemoteSettings, Settings
 
     def make(url: str, mode: str = "read", **remote: Any) -> Settings:
         """``remote``: RemoteSettings fields (timeout, verify_keys, signing_key, lease_ttl, wait)."""

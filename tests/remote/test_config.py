@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from kernelcache.base.errors import KernelCacheError
 
-from kernelcache.errors import KernelCacheError
 from kernelcache.storage.remote.url import is_loopback_endpoint, parse, redact
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_missing_cryptography_says_what_to_install(make_settings, monkeypatch, t
 def test_imports_stay_lazy(tmp_path):
     code = ("import sys, kernelcache.storage.remote as r\n"
             "from pathlib import Path\n"
-            "from kernelcache.settings import RemoteSettings, Settings\n"
+            "from kernelcache.base.settings import RemoteSettings, Settings\n"
             f"rc = r.open_remote(Settings(cache_dir=Path({str(tmp_path)!r}), lock_dir=Path({str(tmp_path)!r}),"
             f" remote=RemoteSettings('file://{tmp_path}', 'read')))\n"
             "print(sorted(m for m in ('obstore', 'cryptography', 'tvm_ffi', 'torch') if m in sys.modules))\n")

@@ -10,16 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
-from .helpers import ids, make_files
+from kernelcache.base.errors import KernelCacheError
 
-from kernelcache.errors import KernelCacheError
 from kernelcache.storage.remote.client import blob_key, entry_key
 from kernelcache.storage.remote.ops import remote_trim
+
+from .helpers import ids, make_files
 
 PUBLISHER = r"""
 import sys, time, os, json
 from pathlib import Path
-from kernelcache.settings import RemoteSettings, Settings
+from kernelcache.base.settings import RemoteSettings, Settings
 from kernelcache.storage.remote import open_remote
 url, skey, eid, start, tag, work = sys.argv[1:7]
 work = Path(work); work.mkdir(parents=True)
@@ -50,7 +51,8 @@ def _hosts_publish(url: str, tmp_path: Path, n: int, skey: str, eid: str) -> lis
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_racing_hosts_exactly_one_wins(file_remote, tmp_path, n):
-    from kernelcache.settings import RemoteSettings, Settings
+    from kernelcache.base.settings import RemoteSettings, Settings
+
     from kernelcache.storage.remote import open_remote
 
     skey, eid = ids()

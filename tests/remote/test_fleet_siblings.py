@@ -35,7 +35,7 @@ print("BUILT", kc.stats()["uploads"])
 COUNT_REQUESTS = """
 import atexit, json, os
 def _dump_requests():
-    from kernelcache import fleet
+    from kernelcache.lookup import fleet
     total = {}
     for rc in list(fleet._clients.values()):
         for k, v in rc.request_counts().items():

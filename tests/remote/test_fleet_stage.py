@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kernelcache.base.settings import RemoteSettings, Settings
+from kernelcache.base.spec import KernelSpec
+from kernelcache.entry import validate
+from kernelcache.host import anchors, toolchain
 
-from kernelcache import anchors, kinds, toolchain, validate
-from kernelcache.settings import RemoteSettings, Settings
-from kernelcache.spec import KernelSpec
+from kernelcache import kinds
 from kernelcache.storage.local import LocalStore
 
 from .hosts import Host, make_project
@@ -31,7 +33,7 @@ def published(file_remote, tmp_path):
 
 
 def _request(spec: KernelSpec, s: Settings, accept, can_build: bool = True):
-    from kernelcache.fleet import FleetRequest
+    from kernelcache.lookup.fleet import FleetRequest
 
     tvm = toolchain.tvm_ffi_paths(s.memo_dir).version
     inst = validate.Installation(tvm, anchors.anchors_of(spec), s.cuda_arch)
@@ -39,7 +41,7 @@ def _request(spec: KernelSpec, s: Settings, accept, can_build: bool = True):
 
 
 def test_outcome_with_a_door_that_accepts(published):
-    from kernelcache.fleet import FleetOutcome, obtain
+    from kernelcache.lookup.fleet import FleetOutcome, obtain
 
     project, s = published
     seen = []
@@ -51,7 +53,7 @@ def test_outcome_with_a_door_that_accepts(published):
 
 
 def test_outcome_with_a_door_that_rejects(published):
-    from kernelcache.fleet import obtain
+    from kernelcache.lookup.fleet import obtain
 
     project, s = published
     out = obtain(_request(_spec(project), s, lambda entry: validate.Rejection("identity", "not the one")))
@@ -81,4 +83,4 @@ def test_storage_never_imports_the_stage():
     graph = grimp.build_graph("kernelcache")
     for module in graph.find_descendants("kernelcache.storage") | {"kernelcache.storage"}:
         imported = graph.find_modules_directly_imported_by(module)
-        assert not imported & {"kernelcache.fleet", "kernelcache.push", "kernelcache.loader"}, module
+        assert not imported & {"kernelcache.lookup.fleet", "kernelcache.lookup.push", "kernelcache.lookup.loader"}, module

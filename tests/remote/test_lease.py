@@ -17,7 +17,7 @@ from kernelcache.storage.remote import Lease, LeaseInfo
 HOLDER = r"""
 import sys, time
 from pathlib import Path
-from kernelcache.settings import RemoteSettings, Settings
+from kernelcache.base.settings import RemoteSettings, Settings
 from kernelcache.storage.remote import open_remote
 url, skey, ttl = sys.argv[1], sys.argv[2], float(sys.argv[3])
 s = Settings(cache_dir=Path(sys.argv[4]), lock_dir=Path(sys.argv[4]) / "l", remote=RemoteSettings(url, "readwrite"))

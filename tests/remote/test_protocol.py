@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from .helpers import ids, make_files, raw_delete, raw_get, raw_put
+from kernelcache.base.errors import KernelCacheError
 
-from kernelcache.errors import KernelCacheError
-from kernelcache.storage.remote import (RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused)
+from kernelcache.storage.remote import RemoteCorrupt, RemoteMissing, RemoteReadOnly, RemoteRefused
 from kernelcache.storage.remote.client import blob_key, entry_key
+
+from .helpers import ids, make_files, raw_delete, raw_get, raw_put
 
 
 def _published(remote, tmp_path: Path, name: str = "adder", size: int = 200_000):

@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from kernelcache.settings import RemoteSettings, Settings
+from kernelcache.base.settings import RemoteSettings, Settings
 
 
 @pytest.mark.parametrize("url,mode,expected", [

@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from .helpers import ids, make_files, raw_get, raw_put
+from kernelcache.base.errors import KernelCacheError
 
-from kernelcache.errors import KernelCacheError
 from kernelcache.storage.remote import RemoteRefused
 from kernelcache.storage.remote.client import entry_key
 from kernelcache.storage.remote.ops import keygen
+
+from .helpers import ids, make_files, raw_get, raw_put
 
 pytest.importorskip("cryptography")
 

@@ -63,10 +63,11 @@ def test_ls_verify_and_a_replaced_binary_is_refused_and_rebuilt(torch_env):
 
 
 def test_explain_names_the_header_and_an_artifact_root_serves_another_cache(torch_env):
+    from kernelcache.entry.manifest import read
+    from kernelcache.export.roots import export_entry
+
     import kernelcache as kc
     from kernelcache import cpp_extension
-    from kernelcache.export import export_entry
-    from kernelcache.manifest import read
     from kernelcache.storage.entry import Entry
 
     src = write_seed(torch_env.tmp / "pkg", PARAM_V1)

@@ -1,10 +1,10 @@
-"""The torch drop-in's repeated calls are recalled in a fresh process (``kernelcache.recall``)
+"""The torch drop-in's repeated calls are recalled in a fresh process (``kernelcache.lookup.recall``)
 without the loader, under torch's in-process module names, and only while what the full path's
 answer rested on still stands.
 
 Real processes and compiles (pybind11-only modules: a few seconds each, not ~40 s for
 ``torch/extension.h``). Whether a call was recalled is read from the process itself: a recalled
-call never imports ``kernelcache.loader``.
+call never imports ``kernelcache.lookup.loader``.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ out = []
 for value in {values!r}:
     m = ce.load_inline("kc_recalled", {module!r}.format(value=value), no_implicit_headers=True)
     out.append([m.__name__, m.f(), id(m)])
-print("RESULT " + json.dumps({{"loads": out, "recalled": "kernelcache.loader" not in sys.modules}}))
+print("RESULT " + json.dumps({{"loads": out, "recalled": "kernelcache.lookup.loader" not in sys.modules}}))
 """
 
 
@@ -75,7 +75,7 @@ def test_a_header_edited_with_its_mtime_restored_is_rebuilt_not_recalled(torch_e
         import torch
         from kernelcache import cpp_extension as ce
         m = ce.load("kc_recalled_header", [{str(pkg / 'ext.cpp')!r}])
-        print("RESULT " + json.dumps({{"value": m.f(), "recalled": "kernelcache.loader" not in sys.modules}}))
+        print("RESULT " + json.dumps({{"value": m.f(), "recalled": "kernelcache.lookup.loader" not in sys.modules}}))
     """
     assert _result(_run(torch_env, code)) == {"value": 1, "recalled": False}
     assert _result(_run(torch_env, code)) == {"value": 1, "recalled": True}
@@ -96,7 +96,7 @@ def test_a_library_is_recalled_and_copied_to_the_build_directory(torch_env):
         p = ce.load_inline("kc_recalled_lib", {LIBRARY.format(value=7)!r}, is_python_module=False,
                            no_implicit_headers=True, build_directory={str(out)!r})
         print("RESULT " + json.dumps({{"value": ctypes.CDLL(p).kc_value(), "path": p,
-                                       "recalled": "kernelcache.loader" not in sys.modules}}))
+                                       "recalled": "kernelcache.lookup.loader" not in sys.modules}}))
     """
     first = _result(_run(torch_env, code))
     (out / "kc_recalled_lib.so").unlink()
@@ -115,7 +115,7 @@ def test_torchs_own_function_routed_by_install_is_recalled(torch_env):
         kernelcache.cpp_extension.install()
         from torch.utils.cpp_extension import load_inline
         m = load_inline("kc_recalled_routed", {MODULE.format(value=5)!r}, no_implicit_headers=True)
-        print("RESULT " + json.dumps({{"value": m.f(), "recalled": "kernelcache.loader" not in sys.modules}}))
+        print("RESULT " + json.dumps({{"value": m.f(), "recalled": "kernelcache.lookup.loader" not in sys.modules}}))
     """
     assert _result(_run(torch_env, code)) == {"value": 5, "recalled": False}
     assert _result(_run(torch_env, code)) == {"value": 5, "recalled": True}

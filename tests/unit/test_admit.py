@@ -10,9 +10,10 @@ import subprocess
 import threading
 
 import pytest
+from kernelcache.entry import manifest
+from kernelcache.lookup import admit
 
 import kernelcache as kc
-from kernelcache import admit, manifest
 from kernelcache.kinds.tvm_ffi import bind_now
 from kernelcache.storage.entry import Entry
 from kernelcache.storage.local import LocalStore

@@ -13,10 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from kernelcache.base.layout import Layout
 
 import kernelcache as kc
 from kernelcache.cli import main
-from kernelcache.layout import Layout
 from tests.support import HANG_S, REPO, project_spec, replace_file
 
 # The suite's own cache (where `-p kernelcache` warmed the shipped kernels), read before any

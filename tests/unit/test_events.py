@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 import threading
 
+from kernelcache.base import events
+
 import kernelcache as kc
-from kernelcache import events
 
 
 def test_counters_per_process_and_per_kernel():

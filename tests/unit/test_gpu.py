@@ -4,10 +4,11 @@ from __future__ import annotations
 import stat
 
 import pytest
+from kernelcache.base.errors import ToolchainError
+from kernelcache.host import gpu
 
-from kernelcache import gpu, reset_process_state
+from kernelcache import reset_process_state
 from kernelcache.pytest_plugin import gating
-from kernelcache.errors import ToolchainError
 
 
 @pytest.mark.parametrize("spelling,norm,tup", [("9.0", "9.0", (9, 0)), ("sm_90", "9.0", (9, 0)), ("90a", "9.0a", (9, 0)),

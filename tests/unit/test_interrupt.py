@@ -9,8 +9,7 @@ import signal
 import threading
 
 import pytest
-
-from kernelcache import interrupt
+from kernelcache.base import interrupt
 
 
 @pytest.fixture

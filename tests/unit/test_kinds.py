@@ -8,11 +8,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from kernelcache.base.errors import SpecError
+from kernelcache.base.events import Status
 
 import kernelcache as kc
 from kernelcache import kinds
-from kernelcache.errors import SpecError
-from kernelcache.events import Status
 from tests.support import project_spec
 
 PKG = Path(kc.__file__).resolve().parent

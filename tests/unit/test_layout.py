@@ -5,9 +5,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from kernelcache.base.layout import AREAS, BUILT, FETCHED, KEY_PREFIX, Layout
 
 import kernelcache as kc
-from kernelcache.layout import AREAS, BUILT, FETCHED, KEY_PREFIX, Layout
 
 PKG = Path(kc.__file__).resolve().parent
 
@@ -70,6 +70,6 @@ def test_no_other_module_spells_the_layout():
 def test_recall_memos_live_where_the_layout_says(tmp_path):
     """A recalled load cannot import the layout (it imports almost nothing); the memo's path is
     built from the same leaf of spellings (formats) and must land in the layout's recall area."""
-    from kernelcache import layout, memo
+    from kernelcache.base import layout, memo
 
     assert memo.memo_path("d" * 40, str(tmp_path)) == str(layout.Layout(tmp_path).recall / ("d" * 40))

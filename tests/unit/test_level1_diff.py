@@ -2,9 +2,10 @@
 differed in one hash and read as if only their key order differed)."""
 from __future__ import annotations
 
+from kernelcache.key.level1 import diff_inputs, level1
+
 import kernelcache as kc
 from kernelcache import kinds
-from kernelcache.level1 import diff_inputs, level1
 
 
 def test_an_abi_change_names_only_the_entries_that_moved(project, kc_env) -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from kernelcache import manifest
-from kernelcache.manifest import FORMAT, Manifest
+from kernelcache.entry import manifest
+from kernelcache.entry.manifest import FORMAT, Manifest
 
 
 def _m(**kw) -> Manifest:

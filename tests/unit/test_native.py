@@ -1,7 +1,7 @@
 """native.py on its own: reading CPU flags, naming an expansion's features as /proc/cpuinfo does."""
 from __future__ import annotations
 
-from kernelcache import native
+from kernelcache.host import native
 
 
 def test_cpu_features_from_a_cpuinfo_file(tmp_path):

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from kernelcache import events
-from kernelcache.events import Event, Explained, Place, RejectCode, Status, Upload
-from kernelcache.validate import Rejection
+from kernelcache.base import events
+from kernelcache.base.events import Event, Explained, Place, RejectCode, Status, Upload
+from kernelcache.entry.validate import Rejection
 
 
 def test_a_member_and_its_word_are_one_key():

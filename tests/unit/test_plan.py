@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import pytest
+from kernelcache.host import toolchain
 
 import kernelcache as kc
-from kernelcache import kinds, level1, toolchain
+from kernelcache import kinds
+from kernelcache.key import level1
 from tests.support import project_spec
 
 

@@ -16,9 +16,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from kernelcache.base import events, process_state
+from kernelcache.host import gpu, toolchain
 
 import kernelcache as kc
-from kernelcache import events, gpu, process_state, toolchain
 
 PKG = Path(kc.__file__).resolve().parent
 
@@ -273,8 +274,8 @@ def test_admitted_modules_are_forgotten(built_adder):
 
 
 def test_fleet_clients_and_the_down_state_are_forgotten(tmp_path):
-    from kernelcache import fleet
-    from kernelcache.settings import RemoteSettings
+    from kernelcache.base.settings import RemoteSettings
+    from kernelcache.lookup import fleet
 
     share = tmp_path / "share"
     share.mkdir()
@@ -292,7 +293,7 @@ def test_fleet_clients_and_the_down_state_are_forgotten(tmp_path):
 
 
 def test_prepared_trust_groups_are_forgotten(tmp_path):
-    from kernelcache import deprecord
+    from kernelcache.entry import deprecord
 
     header = tmp_path / "x.h"
     header.write_text("int x;\n")
@@ -303,7 +304,7 @@ def test_prepared_trust_groups_are_forgotten(tmp_path):
 
 
 def test_system_package_listings_are_forgotten(tmp_path, monkeypatch):
-    from kernelcache import system_packages
+    from kernelcache.host import system_packages
 
     (tmp_path / "info").mkdir()
     (tmp_path / "status").write_text("Package: p\n")

@@ -6,10 +6,10 @@ import os
 import time
 
 import pytest
+from kernelcache.base.settings import Settings
+from kernelcache.entry import manifest
+from kernelcache.entry.manifest import Manifest
 
-from kernelcache import manifest
-from kernelcache.manifest import Manifest
-from kernelcache.settings import Settings
 from kernelcache.storage.entry import Entry
 from kernelcache.storage.local import LocalStore
 

@@ -13,14 +13,14 @@ from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
+from kernelcache.base.events import RejectCode, Status
+from kernelcache.base.settings import RemoteSettings, Settings
+from kernelcache.entry.validate import Rejection
+from kernelcache.host.toolchain import TvmFfiPaths
+from kernelcache.key.deps import DepCheck
+from kernelcache.lookup.loader import WarmResult
 
-from kernelcache.events import RejectCode, Status
-from kernelcache.key import DepCheck
-from kernelcache.loader import WarmResult
-from kernelcache.settings import RemoteSettings, Settings
 from kernelcache.storage.local import EntryInfo
-from kernelcache.toolchain import TvmFfiPaths
-from kernelcache.validate import Rejection
 from tests.support import HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,9 +39,9 @@ def _mypy(tmp_path: Path, code: str) -> str:
 def test_type_checker_refuses_a_misspelt_or_mistyped_field(tmp_path):
     out = _mypy(tmp_path, """
         from pathlib import Path
-        from kernelcache.settings import Settings
-        from kernelcache.events import RejectCode
-        from kernelcache.validate import Rejection
+        from kernelcache.base.settings import Settings
+        from kernelcache.base.events import RejectCode
+        from kernelcache.entry.validate import Rejection
 
         Settings(cache_dir=Path("c"), lock_dir=Path("l"), no_bulid=True)
         Settings(cache_dir=Path("c"), lock_dir=Path("l"), lock_timeout="soon")

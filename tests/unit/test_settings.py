@@ -9,8 +9,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+from kernelcache.base.settings import Settings, kc_environ
 
-from kernelcache.settings import Settings, kc_environ
 from tests.support import HANG_S
 
 

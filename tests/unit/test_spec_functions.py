@@ -34,7 +34,7 @@ def test_other_shapes_raise_spec_error_saying_what_is_expected(tmp_path, bad):
 
 
 def test_spec_references_accept_a_spec_a_callable_a_mapping_or_an_iterable(tmp_path):
-    from kernelcache.spec import specs_of_value
+    from kernelcache.base.spec import specs_of_value
 
     a = kc.KernelSpec(name="a", sources=["a.cc"], root=tmp_path)
     b = kc.KernelSpec(name="b", sources=["b.cc"], root=tmp_path)

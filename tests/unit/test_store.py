@@ -8,10 +8,10 @@ import sys
 import time
 
 import pytest
+from kernelcache.base.settings import Settings
+from kernelcache.entry import manifest
+from kernelcache.entry.manifest import Manifest
 
-from kernelcache import manifest
-from kernelcache.manifest import Manifest
-from kernelcache.settings import Settings
 from kernelcache.storage.local import LocalStore
 
 KEY = "f" * 64
@@ -42,7 +42,8 @@ class _Reads(list):
 
 
 def _counting_reads(monkeypatch) -> _Reads:
-    from kernelcache import deprecord
+    from kernelcache.entry import deprecord
+
     from kernelcache.storage import entry
 
     calls = _Reads()
@@ -158,9 +159,9 @@ def test_prune_by_age_also_ages_out_dropin_sources(store):
 
 
 def test_prune_drops_recall_memos_whose_entry_is_gone(store):
-    from kernelcache.formats import RECALL_FORMAT
-    from kernelcache.memo import memo_path
-    from kernelcache.recall_write import _publish
+    from kernelcache.base.formats import RECALL_FORMAT
+    from kernelcache.base.memo import memo_path
+    from kernelcache.lookup.recall_write import _publish
 
     live = _entry(store, "live", used_at=time.time())
     gone = _entry(store, "gone", used_at=time.time() - 90 * 86400)

@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from kernelcache import system_packages
+from kernelcache.host import system_packages
 
 
 def _plain(admin: str) -> dict[bytes, tuple[str, bytes]]:

@@ -10,10 +10,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from kernelcache.base.errors import ToolchainError
+from kernelcache.host import toolchain
 
 import kernelcache as kc
-from kernelcache import toolchain
-from kernelcache.errors import ToolchainError
 
 
 def _tool(path: Path, body: str) -> Path:

@@ -29,8 +29,9 @@ AFTER_BUMP = r"""
 import json
 import torch
 import kernelcache as kc
-from kernelcache import cpp_extension, toolchain
-from kernelcache.errors import CacheMissError
+from kernelcache import cpp_extension
+from kernelcache.host import toolchain
+from kernelcache.base.errors import CacheMissError
 from tests.support import project_spec
 from pathlib import Path
 out = {{"tvm_ffi": toolchain.tvm_ffi_paths().version}}
@@ -67,10 +68,11 @@ def _result(proc) -> dict:
 
 def test_a_tvm_ffi_bump_keeps_torch_extensions_and_misses_tvm_ffi_modules_in_one_line(
         kc_env: KcEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelcache.entry.manifest import read
+    from kernelcache.export.roots import export_entry
+    from kernelcache.host import toolchain
+
     import kernelcache as kc
-    from kernelcache import toolchain
-    from kernelcache.export import export_entry
-    from kernelcache.manifest import read
     from kernelcache.storage.entry import Entry
 
     before = toolchain.tvm_ffi_paths().version

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from kernelcache.entry import manifest, validate
 
 import kernelcache as kc
-from kernelcache import manifest, validate
 from kernelcache.storage.entry import Entry
 from tests.support import project_spec, replace_file
 

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from ... import process_state
+from ...base import process_state
 from .. import config
 from .checks import INT32_MAX, as_int, to_csr, token_array
 from .spec import spec

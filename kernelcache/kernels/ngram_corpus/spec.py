@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...settings import Settings
-from ...spec import KernelSpec
+from ...base.settings import Settings
+from ...base.spec import KernelSpec
 
 KERNEL_NAME = "ngram_corpus"
 CSRC = Path(__file__).resolve().parents[2] / "csrc"

@@ -13,7 +13,7 @@ import linecache
 import threading
 from typing import Any, Callable, Dict, Optional
 
-from kernelcache import process_state
+from kernelcache.base import process_state
 
 from .. import config
 from .checks import reraise, validate

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import List, NamedTuple, Optional
 
 from kernelcache import KernelSpec, ToolchainError
-from kernelcache.settings import Settings
-from kernelcache.toolchain import find_cuda_home
+from kernelcache.base.settings import Settings
+from kernelcache.host.toolchain import find_cuda_home
 
 from .. import config
 
@@ -108,7 +108,7 @@ def flashinfer_include_dir(settings: Optional[Settings] = None) -> str:
 
 
 def _cuda_home() -> "str | None":
-    """The toolkit that compiles the kernel (kernelcache.toolchain), or None when there is none."""
+    """The toolkit that compiles the kernel (kernelcache.host.toolchain), or None when there is none."""
     try:
         return find_cuda_home()
     except ToolchainError:
@@ -117,7 +117,7 @@ def _cuda_home() -> "str | None":
 
 def curand_include_dirs() -> List[str]:
     """Extra include dirs for curand headers: none when the CUDA toolkit that compiles (as found
-    by ``kernelcache.toolchain.find_cuda_home``) has them, else the ``nvidia-curand`` wheel's
+    by ``kernelcache.host.toolchain.find_cuda_home``) has them, else the ``nvidia-curand`` wheel's
     include dir."""
     home = _cuda_home()
     if home and (Path(home) / "include" / "curand.h").is_file():

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .backend import (RemoteCorrupt, RemoteError, RemoteMissing, RemoteReadOnly, RemoteRefused,
-                      RemoteUnavailable)
+from .backend import RemoteCorrupt, RemoteError, RemoteMissing, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 
 if TYPE_CHECKING:
-    from ...settings import Settings
+    from ...base.settings import Settings
     from .client import RemoteCache, RemoteEntry, RemoteRef
     from .lease import Lease, LeaseInfo
 

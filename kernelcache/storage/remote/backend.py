@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
-from ...errors import KernelCacheError
+from ...base.errors import KernelCacheError
 
 
 class RemoteError(KernelCacheError):
@@ -80,7 +80,7 @@ class Backend(Protocol):
 
     def get(self, key: str, limit: int | None = None) -> bytes:
         """The whole object (small objects: envelopes, leases). Missing -> RemoteMissing; larger
-        than ``limit`` (default ``kernelcache.bounded.MAX_JSON``) -> RemoteCorrupt, found out from
+        than ``limit`` (default ``kernelcache.base.bounded.MAX_JSON``) -> RemoteCorrupt, found out from
         the object's size before its body is read, else one chunk past the limit (never whole)."""
 
     def stream(self, key: str) -> Iterator[bytes]:

@@ -10,8 +10,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from ... import bounded
-from ...events import Upload
+from ...base import bounded
+from ...base.events import Upload
 from .backend import RemoteCorrupt, RemoteMissing
 from .refs import SHA_RE, blob_key
 

@@ -23,13 +23,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
-from ... import bounded, interrupt, process_state
-from ...events import Upload
+from ...base import bounded, interrupt, process_state
+from ...base.events import Upload
 from . import blobs, lease as lease_mod
 from .backend import ObjectInfo, RemoteCorrupt, RemoteReadOnly, RemoteRefused, RemoteUnavailable
 from .lease import Lease, LeaseInfo
-from .refs import (ENTRIES, ENTRY_RE, FILE_RE, FORMAT, NAME_RE, SHA_RE, RemoteEntry, RemoteRef, blob_key, check_ids, entry_key,
-                   file_digest)
+from .refs import (
+    ENTRIES,
+    ENTRY_RE,
+    FILE_RE,
+    FORMAT,
+    NAME_RE,
+    SHA_RE,
+    RemoteEntry,
+    RemoteRef,
+    blob_key,
+    check_ids,
+    entry_key,
+    file_digest,
+)
 from .signing import Signer, Verifier, canonical
 
 __all__ = ["RemoteCache", "RemoteDownWarning", "RemoteEntry", "RemoteRef", "blob_key", "entry_key", "file_digest",

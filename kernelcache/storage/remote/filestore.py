@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ... import bounded
+from ...base import bounded
 from ..entry import fsync_dir
 from .backend import ObjectInfo, RemoteCorrupt, RemoteMissing, RemoteUnavailable
 

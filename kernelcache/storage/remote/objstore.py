@@ -15,8 +15,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ... import bounded
-from ...errors import KernelCacheError
+from ...base import bounded
+from ...base.errors import KernelCacheError
 from .backend import ObjectInfo, RemoteCorrupt, RemoteError, RemoteMissing, RemoteUnavailable
 from .url import RemoteURL, is_loopback_endpoint
 

@@ -13,13 +13,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from ... import bounded
-from ...errors import KernelCacheError
+from ...base import bounded
+from ...base.errors import KernelCacheError
 from .backend import RemoteCorrupt, RemoteError, RemoteMissing, RemoteRefused, RemoteUnavailable
 from .blobs import hash_blob, heal
 from .client import RemoteCache
-from .refs import BLOBS, ENTRIES, LEASES, SHA_RE, blob_key
 from .filestore import FileBackend
+from .refs import BLOBS, ENTRIES, LEASES, SHA_RE, blob_key
 from .signing import keygen as _keygen
 
 TEMP_GRACE_S = 3600.0  # a writer's temp file / unreferenced blob younger than this may be in flight

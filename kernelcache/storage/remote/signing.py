@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ...errors import KernelCacheError
+from ...base.errors import KernelCacheError
 from .backend import RemoteRefused
 
 INSTALL_HINT = "pip install 'kernelcache[remote]'"

@@ -1,0 +1,3 @@
+"""The ground floor: errors, the spec, settings, the cache's spellings and formats, outcome words
+and events, records, process-wide memos. Imports nothing else of kernelcache.
+"""
