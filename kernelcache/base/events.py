@@ -340,7 +340,7 @@ def _replay_recalled() -> None:
     """Hits ``kernelcache.lookup.recall`` served while this module was not imported (a recalled load
     does not import it), counted now as the hits they were. Looked up in ``sys.modules``: if
     recall was never imported, it holds none (and recall imports this module, not the reverse)."""
-    recall = sys.modules.get(__package__ + ".recall")
+    recall = sys.modules.get(__name__.partition(".")[0] + ".lookup.recall")
     pending = getattr(recall, "UNREPORTED", None)
     while pending:
         name, eid, edir, root, kind = pending.pop(0)

@@ -1,15 +1,12 @@
 """load(spec): prebuilt -> local -> fetched -> (lock) -> fleet -> build -> one door -> module.
 
-One flat pipeline over the places an entry can come from (``kernelcache.lookup.search``: the lookup
-loop, one vetting step, typed verdicts); every candidate, a fleet download and a fresh build
-included, goes through the same acceptance step (``admit.accept``: validation before dlopen,
-dlopen, identity and exported schemas), so a stale ``.so`` is rejected, never called. The fleet
-stage (``kernelcache.lookup.fleet``) gets that step as a door in a typed request and answers with a
-typed outcome. A rejected entry is quarantined; a freshly built one that is rejected is rebuilt
-once, then the error is raised with the precise reason.
-
-All inputs arrive as one ``Settings`` (``settings=None`` reads the environment now); nothing
-here reads or writes ``os.environ``.
+One flat pipeline over the places an entry can come from (``search``: the lookup loop, one vetting
+step, typed verdicts); every candidate, a fleet download and a fresh build included, goes through
+one acceptance step (``admit.accept``: validation before dlopen, dlopen, identity and exported
+schemas), so a stale ``.so`` is rejected, never called. The fleet stage (``fleet``) gets that step
+as a door in a typed request. A rejected entry is quarantined; a freshly built one that is rejected
+is rebuilt once, then raised with the precise reason. All inputs arrive as one ``Settings``
+(``settings=None`` reads the environment now); nothing here reads or writes ``os.environ``.
 """
 from __future__ import annotations
 
@@ -20,20 +17,13 @@ from typing import Any, Iterable
 
 from .. import kinds
 from ..base import events
-from ..base.errors import (
-    BuildError,
-    CacheMissError,
-    CacheRemovedError,
-    KernelCacheError,
-    SchemaMismatch,
-    ToolchainError,
-)
+from ..base.errors import (BuildError, CacheMissError, CacheRemovedError, KernelCacheError, SchemaMismatch,
+                           ToolchainError)
 from ..base.events import Miss, Place, Status
 from ..base.records import FrozenRecord
 from ..base.settings import Settings, resolve
 from ..base.spec import KernelSpec
 from ..entry import manifest as manifest_mod, validate
-from ..entry.manifest import Manifest
 from ..host import toolchain
 from ..key import level1
 from ..key.plan import BuildPlan
@@ -163,12 +153,12 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
 
         out = build.run_build(plan, l1, bdir, ctx.s.max_jobs)
         found, surface = kinds.of(spec.kind).record(spec, bdir / plan.so_name)
-        m = Manifest(name=spec.name, key1=l1.key, entry_id=out.entry_id, identity=out.identity,
-                     so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
-                     inputs=l1.inputs, deps=out.deps, absent=out.absent, skey=ctx.look.skey() or "",
-                     skey_inputs=ctx.look.skey_inputs(),
-                     build_seconds=round(out.seconds, 3), host=manifest_mod.this_host(),
-                     created=manifest_mod.utc_now(), reason=reason, kind=spec.kind, surface=surface)
+        m = manifest_mod.Manifest(name=spec.name, key1=l1.key, entry_id=out.entry_id, identity=out.identity,
+                                  so_name=plan.so_name, so_sha256=out.so_sha256, so_size=out.so_size, schemas=found,
+                                  inputs=l1.inputs, deps=out.deps, absent=out.absent, skey=ctx.look.skey() or "",
+                                  skey_inputs=ctx.look.skey_inputs(), build_seconds=round(out.seconds, 3),
+                                  host=manifest_mod.this_host(), created=manifest_mod.utc_now(), reason=reason,
+                                  kind=spec.kind, surface=surface)
         manifest_mod.write(bdir, m)
         fresh = Entry(bdir, m)
         mod, rej = ctx.accept(fresh)  # the one door, before anything is published
@@ -397,9 +387,8 @@ def warm(specs: Iterable[KernelSpec], jobs: int | None = None, settings: Setting
 
     from ..base import interrupt
 
-    # Ctrl-C (or SIGTERM) reaches the main thread only: it stops the workers too. Their lease
-    # waits and builds raise interrupt.Interrupted, queued specs never start, and the interrupt
-    # is re-raised once every worker has ended (nothing builds or uploads after it).
+    # Ctrl-C (or SIGTERM) reaches the main thread only: it stops the workers too (their lease waits
+    # and builds raise Interrupted, queued specs never start); re-raised once every worker has ended.
     with interrupt.sigterm_cleanup(), ThreadPoolExecutor(max_workers=n) as ex:
         futures = [ex.submit(_warm_one, sp, s) for sp in specs]
         try:

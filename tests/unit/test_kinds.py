@@ -16,7 +16,7 @@ from kernelcache import kinds
 from tests.support import project_spec
 
 PKG = Path(kc.__file__).resolve().parent
-KIND_NAMES = {p.stem for p in (PKG / "kinds").glob("*.py") if p.stem not in ("__init__", "base", "torch_common", "registry")}
+KIND_NAMES = {p.stem for p in (PKG / "kinds").glob("*.py") if p.stem not in ("__init__", "base", "torch_common", "registry", "surface")}
 # The torch drop-in names the kind it asks for and adds pybind11's ABI facts for one of them;
 # it may not import kernelcache.kinds (import-linter), so that one comparison stays there.
 ALLOWED = {"cpp_extension/_flags.py": "pybind11 ABI facts of torch_python (the drop-in's own flag lines)"}

@@ -119,9 +119,9 @@ def test_pending_list_only_names_files_that_still_violate():
 
 
 @pytest.mark.parametrize("code,expected", [
-    ("from .events import _lock\n", ["from kernelcache.base.events import _lock"]),
+    ("from .events import _lock\n", ["from kernelcache.events import _lock"]),
     ("from kernelcache.host.toolchain import _memo_lock\n", ["from kernelcache.host.toolchain import _memo_lock"]),
-    ("from . import events\nevents._counters.clear()\n", ["events._counters (kernelcache.base.events)"]),
+    ("from . import events\nevents._counters.clear()\n", ["events._counters (kernelcache.events)"]),
     ("import kernelcache.host.gpu as g\ng._memo.clear()\n", ["g._memo (kernelcache.host.gpu)"]),
     ("from .tvm_ffi import _api\n", ["imports private module kernelcache.tvm_ffi._api"]),
     ("from . import events\nevents.emit('x')\n", []),

@@ -25,13 +25,13 @@ PKG = Path(kc.__file__).resolve().parent
 
 # file -> the names its memos register under
 MEMOS = {
-    "admit.py": {"admit.admitted"},
-    "anchors.py": {"anchors.project_roots"},
-    "deprecord.py": {"deprecord.prepared"},
-    "dir_trust.py": {"dir_trust.checked"},
-    "events.py": {"events.counters"},
-    "gpu.py": {"gpu.detection"},
-    "native.py": {"native.cpu_features"},
+    "lookup/admit.py": {"admit.admitted"},
+    "host/anchors.py": {"anchors.project_roots"},
+    "entry/deprecord.py": {"deprecord.prepared"},
+    "host/dir_trust.py": {"dir_trust.checked"},
+    "base/events.py": {"events.counters"},
+    "host/gpu.py": {"gpu.detection"},
+    "host/native.py": {"native.cpu_features"},
     "flashinfer/_gate.py": {"flashinfer.said"},
     "flashinfer/_route.py": {"flashinfer.loaded"},
     "sglang/_gate.py": {"sglang.said"},
@@ -40,14 +40,14 @@ MEMOS = {
     "kinds/registry.py": {"kinds.registry.plugins"},
     "impact/environment.py": {"impact.environment"},
     "impact/record.py": {"impact.record._active"},
-    "toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
+    "host/toolchain.py": {"toolchain.identities", "toolchain.tvm_ffi_paths"},
     "storage/prebuilt.py": {"prebuilt.entry_point_roots"},
     "storage/prebuilt_sign.py": {"prebuilt_sign.verifiers"},
-    "installed.py": {"installed.listings"},
-    "system_packages.py": {"system_packages.listings"},
-    "fleet.py": {"fleet.clients"},
+    "host/installed.py": {"installed.listings"},
+    "host/system_packages.py": {"system_packages.listings"},
+    "lookup/fleet.py": {"fleet.clients"},
     "storage/remote/client.py": {"remote.down_state"},
-    "interrupt.py": {"interrupt.stop"},
+    "base/interrupt.py": {"interrupt.stop"},
     "kernels/config.py": {"kernels.settings"},
     "kernels/ngram_corpus/call.py": {"kernels.ngram_corpus.native"},
     "kernels/speculative_sampling/call.py": {"kernels.speculative_sampling.runtime"},
@@ -56,12 +56,12 @@ MEMOS = {
 }
 # module-level state that is not a forgettable memo: file -> {name: why}
 NOT_MEMOS = {
-    "process_state.py": {"_resets": "the registry itself"},
+    "base/process_state.py": {"_resets": "the registry itself"},
     "storage/remote/client.py": {"_held": "compile leases this process holds (released at exit), not a memo"},
-    "interrupt.py": {"_cleanups": "what SIGTERM runs (registered once per module import)",
+    "base/interrupt.py": {"_cleanups": "what SIGTERM runs (registered once per module import)",
                      "_installed": "the SIGTERM disposition to put back (sigterm_cleanup owns it)",
                      "_depth": "nesting of sigterm_cleanup in the main thread (it owns it)"},
-    "admit.py": {},  # _state.dlopened is kept on purpose: dlopen never forgets a path
+    "lookup/admit.py": {},  # _state.dlopened is kept on purpose: dlopen never forgets a path
     "kernels/speculative_sampling/call.py": {},
     "tvm_ffi/_patch.py": {"_saved": "what install() replaced; uninstall() restores it",
                           "_installed_settings": "whether the patch is installed (install/uninstall own it)"},
