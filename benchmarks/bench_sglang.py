@@ -100,7 +100,7 @@ if arch_override is not None:
     arch_override.__enter__()  # held: a collected override puts the detected arch back
 loader.get_default_target_flags()
 out = {{}}
-t = T(); from kernelcache import recall; from kernelcache.sglang import _gate, _request, _route; out["imports"] = T() - t
+t = T(); from kernelcache.lookup import recall; from kernelcache.sglang import _gate, _request, _route; out["imports"] = T() - t
 t = T(); _gate.call_refusal(loader); out["call_refusal"] = T() - t
 t = T(); req = _request.resolve(loader, {args!r}, {kwargs!r}); out["resolve"] = T() - t
 t = T(); d = _route._digest(req); out["digest"] = T() - t
