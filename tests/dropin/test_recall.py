@@ -91,10 +91,10 @@ def test_a_recalled_load_stays_under_the_pending_collection(probe) -> None:
     # the margin: 261 (import, two loads) when written; 280 with the tvm-ffi front's parameter
     # table and the import-path stamp; 346 since the floors moved into folders (the base, host and
     # lookup package modules on the warm path, and the memo format, memo reader and stamps given one
-    # owner each: ~8 objects per module). The assert above shows no full collection running at 346;
-    # a regression past 360 objects fails here
+    # owner each: ~8 objects per module); 363 in CI with the drop-ins' shared lazy-names module. The
+    # assert above shows no full collection running there; a regression past 380 objects fails here
     out = probe(PROBE_GC="off")
-    assert out["recalled"] and out["allocated"] < 360, out
+    assert out["recalled"] and out["allocated"] < 380, out
 
 
 def test_a_header_edited_with_its_mtime_restored_is_not_recalled(probe) -> None:
