@@ -193,11 +193,13 @@ def test_files(root: Path, rules: Rules | None = None) -> list[str]:
 
 
 def affected(start: Path | str, since: str, map_path: Path | str | None, rules: Rules | None = None,
-             graph_cache: Path | str | None = None, outputs: Sequence[Path | str] = ()) -> dict:
+             graph_cache: Path | str | None = None, outputs: Sequence[Path | str] = (),
+             witnesses: bool = False) -> dict:
     """File-level view without collecting (CLI, CI): the map's tests with decisions, plus test
     files the map has never seen (run whole). Test ids are the map's (pytest rootdir-relative).
     ``rules`` default: :func:`project_rules` (the map file itself and ``outputs`` ignored, the ini
-    extras read)."""
+    extras read). ``witnesses``: also the witness of every deselected test (``witness``), as the
+    plugin's report carries them, for ``affected --verify``."""
     from .select import TestInfo
 
     t0 = time.perf_counter()
@@ -228,4 +230,8 @@ def affected(start: Path | str, since: str, map_path: Path | str | None, rules: 
                 "map_problem": p.map_problem, "rootdir": sel_map.rootdir if sel_map else "",
                 "new_files": new_files, "files": dict(sorted(by_file.items())),
                 "seconds": round(time.perf_counter() - t0, 3)})
+    if witnesses:
+        from . import witness
+
+        out["witness"] = witness.build(p.selector, [t for t in tests if t.nodeid not in sel.selected])
     return out

@@ -254,14 +254,14 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatc
     base_out = first.summary
     cache = tmp_path / "import-facts.json"
     stats = {"edits": 0, "changed": 0, "everything": 0, "deselected": 0, "plugin_checked": 0, "session_broken": 0,
-             "submodule": 0, "crashed": 0, "undeclared": 0, "scoped": 0, "environment": 0}
+             "submodule": 0, "crashed": 0, "undeclared": 0, "scoped": 0, "environment": 0, "witnessed": 0}
     for i in range(EDITS_PER_SEED):
         base = proj.head()
         state = (base, sub_worktree(proj), env.version)  # what base_out was measured on
         what = env.upgrade(rng) if rng.random() < 0.06 else ed.apply()
         if rng.random() < 0.5:
             proj.commit(what)
-        res = affected(proj.path, base, proj.map, graph_cache=cache)
+        res = affected(proj.path, base, proj.map, graph_cache=cache, witnesses=True)
         print(f"edit {i}: {what}")  # shown with a failure: the sequence that led to it
         stats["edits"] += 1
         stats["submodule"] += SUB in what
@@ -272,6 +272,8 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatc
             stats["everything"] += 1
             back_to_base(proj, env, state)  # everything covers any change
             continue
+        check_witnesses(proj, res, (seed, i, what))  # every deselection of every edit, verified on this tree
+        stats["witnessed"] += res["n_deselected"]
         full = proj.pytest()
         if not full.summary and full.rc < 0:  # a kernel crashed the process (`return 1` in the export macro)
             left = [n for n in base_out if "::" in n and not covered(n, res) and (proj.path / n.split("::")[0]).exists()]
@@ -314,4 +316,4 @@ def test_no_outcome_change_is_ever_deselected(seed, tmp_path, zygote, monkeypatc
             proj.record()
         base_out = full.summary
     print(f"seed {seed}: {stats}")
-    assert stats["edits"] == EDITS_PER_SEED and stats["changed"] >= 5 and stats["deselected"] > 0 and stats["submodule"] > 0
+    assert stats["edits"] == EDITS_PER_SEED and stats["changed"] >= 5 and stats["deselected"] > 0 and stats["submodule"] > 0 and stats["witnessed"] >= stats["deselected"]
