@@ -29,7 +29,7 @@ from array import array
 from pathlib import Path
 
 from ..base import bounded, process_state
-from ..host.stamps import stat_array
+from ..base.stamps import stat_array
 from ..key.deps import DepCheck
 
 FILENAME = "hit.rec"

@@ -22,13 +22,14 @@ from typing import Iterable
 from ..base import events, process_state
 from ..base.layout import AREAS, Layout
 from ..entry.manifest import Manifest, read as read_manifest
-from ..host import installed, stamps
+from ..base import stamps
+from ..host import installed
 from ..host.anchors import KERNELCACHE, PACKAGE_DIR, ROOT
 from .impact_map import KernelRecord
 from .opaque import SPAWN_EVENTS, Scope, abs_path as _abs, spawn_reason, sys_frame
 
 # Listings that are look-ups, not reads a test depends on: a load scanning the directories of
-# sys.path (the working directory too) for distribution metadata (host.stamps' import-path stamp that
+# sys.path (the working directory too) for distribution metadata (base.stamps' import-path stamp that
 # recall and prebuilt roots compare, host.installed, storage.prebuilt: the environment's record covers
 # distributions), importlib.metadata doing the same, and the import system filling its directory
 # cache (the import graph covers what is imported, a new file shadowing a module included). Named

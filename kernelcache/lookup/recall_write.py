@@ -30,7 +30,7 @@ from ..entry import deprecord
 from ..entry.manifest import FILENAME as MANIFEST
 from ..host import toolchain
 from ..host.anchors import anchors_for
-from ..host.stamps import import_stamp
+from ..base.stamps import import_stamp
 from ..storage import prebuilt
 
 

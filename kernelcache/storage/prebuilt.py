@@ -26,7 +26,7 @@ from ..base.layout import Layout
 from ..base.settings import Settings
 from ..entry import manifest as manifest_mod
 from ..host import dir_trust, toolchain
-from ..host.stamps import distributions_stamp
+from ..base.stamps import distributions_stamp
 from . import prebuilt_sign
 from .entry import Entry
 
@@ -80,7 +80,7 @@ def entry_point_roots(settings: Settings) -> list[Path]:
 
     Scanning package metadata costs milliseconds on every process start (tens with a few
     hundred distributions), so the result is memoised on disk, keyed by what changes when
-    distributions do (``kernelcache.host.stamps.distributions_stamp``, the key a recalled call checks too).
+    distributions do (``kernelcache.base.stamps.distributions_stamp``, the key a recalled call checks too).
     """
     global _ep_roots
     if _ep_roots is None:
