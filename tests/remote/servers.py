@@ -312,14 +312,19 @@ class S3Server:
     def _moto_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         try:
-            lines = (self.workdir / "requests.jsonl").read_text().splitlines()
+            text = (self.workdir / "requests.jsonl").read_text()
         except FileNotFoundError:
             return counts
-        for line in lines:
-            if line.strip():
-                method = json.loads(line)["method"]
-                counts[method] = counts.get(method, 0) + 1
-        return counts
+        # one JSON object per request; moto's recorder can put two on one line (a multi-MB upload
+        # record and the next request, written by its threaded server without the newline between)
+        decoder, i = json.JSONDecoder(), 0
+        while True:
+            while i < len(text) and text[i].isspace():
+                i += 1
+            if i >= len(text):
+                return counts
+            record, i = decoder.raw_decode(text, i)
+            counts[record["method"]] = counts.get(record["method"], 0) + 1
 
 
 def _seaweed_bucket_ready(server: S3Server) -> bool:
