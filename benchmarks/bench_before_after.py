@@ -6,7 +6,8 @@ repetition runs the BEFORE tree's process, then the AFTER tree's (the order flip
 repetition), each a fresh interpreter with that tree first on ``PYTHONPATH``.
 
 Rows (medians; ``load`` is timed inside the child after ``import tvm_ffi``, which imports torch
-where it is installed and is the same library for both trees; ``process`` is the whole child):
+where it is installed and is the same library for both trees; ``cpu`` is the child's CPU time over
+the same span, which a loaded machine disturbs less than wall time; ``process`` is the whole child):
   * warm recalled ``kc.load(spec)``: ``import kernelcache`` + a repeated load (the recall path);
   * warm full lookup: the same with ``KERNELCACHE_NO_RECALL=1`` (plan, key, hit record, admission);
   * warm tvm-ffi drop-in ``kernelcache.tvm_ffi.load_inline`` (recalled);
@@ -37,9 +38,9 @@ INLINE = "int add(int a, int b) { return a + b; }\n"
 CHILD = """
 import json, os, sys, time
 import tvm_ffi  # what both trees load through (and torch, which it imports), before the timer
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 {body}
-print(json.dumps({{"load": time.perf_counter() - t0, "kernelcache": kernelcache.__file__}}))
+print(json.dumps({{"load": time.perf_counter() - t0, "cpu": time.process_time() - c0, "kernelcache": kernelcache.__file__}}))
 """
 KC_LOAD = """
 import kernelcache
@@ -64,7 +65,7 @@ def tree(rev: str, work: Path) -> Path:
     return dest
 
 
-def child(root: Path, body: str, env: dict[str, str]) -> tuple[float, float]:
+def child(root: Path, body: str, env: dict[str, str]) -> tuple[float, float, float]:
     e = {k: v for k, v in os.environ.items() if not k.startswith("KERNELCACHE_")}
     e.update(env)
     e["PYTHONPATH"] = str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")
@@ -76,7 +77,7 @@ def child(root: Path, body: str, env: dict[str, str]) -> tuple[float, float]:
         raise SystemExit(f"child failed in {root}:\n{p.stdout}\n{p.stderr}")
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["kernelcache"].startswith(str(root)), (out, root)  # the tree under test answered
-    return out["load"], wall
+    return out["load"], wall, out["cpu"]
 
 
 def main() -> int:
@@ -94,7 +95,7 @@ def main() -> int:
     trees = {"before": tree(ns.before, work), "after": tree(ns.after, work)}
     caches = {side: work / f"cache-{side}" for side in trees}
     env = {side: {"KERNELCACHE_DIR": str(caches[side]), "BA_SRC": str(src), "KERNELCACHE_LOG": "0"} for side in trees}
-    rows: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
 
     def measure(row: str, body: str, extra: dict[str, str], reps: int, fresh_cache: bool = False) -> None:
         got = rows.setdefault(row, {"before": [], "after": []})
@@ -117,16 +118,19 @@ def main() -> int:
     measure("cold kc.load (empty cache)", KC_LOAD, {}, ns.cold_reps, fresh_cache=True)
 
     print(f"\nbefore = {ns.before} ({trees['before']}), after = {ns.after} ({trees['after']}); medians")
-    print(f"{'row':38} {'before load':>12} {'after load':>12} {'ratio':>7} {'before proc':>12} {'after proc':>12} {'ratio':>7}")
+    print(f"{'row':38} {'before load':>12} {'after load':>12} {'ratio':>7} {'before proc':>12} {'after proc':>12} "
+          f"{'ratio':>7} {'before cpu':>11} {'after cpu':>11} {'ratio':>7}")
     out = {}
     for row, got in rows.items():
         b_load, a_load = (statistics.median(x[0] for x in got[s]) for s in ("before", "after"))
         b_proc, a_proc = (statistics.median(x[1] for x in got[s]) for s in ("before", "after"))
+        b_cpu, a_cpu = (statistics.median(x[2] for x in got[s]) for s in ("before", "after"))
         unit, k = ("s", 1.0) if row.startswith("cold") else ("ms", 1000.0)
         print(f"{row:38} {b_load * k:9.1f} {unit:2} {a_load * k:9.1f} {unit:2} {a_load / b_load:6.3f}x "
-              f"{b_proc * 1000:9.1f} ms {a_proc * 1000:9.1f} ms {a_proc / b_proc:6.3f}x")
+              f"{b_proc * 1000:9.1f} ms {a_proc * 1000:9.1f} ms {a_proc / b_proc:6.3f}x "
+              f"{b_cpu * 1000:8.1f} ms {a_cpu * 1000:8.1f} ms {a_cpu / b_cpu:6.3f}x")
         out[row] = {"before_load_s": b_load, "after_load_s": a_load, "before_process_s": b_proc,
-                    "after_process_s": a_proc, "n": len(got["before"])}
+                    "after_process_s": a_proc, "before_cpu_s": b_cpu, "after_cpu_s": a_cpu, "n": len(got["before"])}
     if ns.json:
         Path(ns.json).write_text(json.dumps(out, indent=1))
     for side, root in trees.items():
