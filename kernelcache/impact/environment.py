@@ -230,8 +230,12 @@ def dist_dirs_entry(meta_dir: str) -> tuple[str, str, str]:
     return next((e for e in got if e[2] == meta_dir), (canonical(os.path.basename(meta_dir)), "?", meta_dir))
 
 
-def _version_line(tool: str, banner: str) -> str:
-    lines = [ln.strip() for ln in banner.strip().splitlines() if ln.strip()]
+def _version_line(tool: str, banner: Any) -> str:
+    """The readable line of a tool's recorded version (the identity's digest uses the whole value).
+    A manifest may record it as lines (a list) rather than one banner."""
+    if isinstance(banner, (list, tuple)):
+        banner = "\n".join(str(x) for x in banner)
+    lines = [ln.strip() for ln in str(banner or "").strip().splitlines() if ln.strip()]
     if not lines:
         return "?"
     return lines[-1] if tool == "nvcc" else lines[0]  # nvcc's release is its last line
