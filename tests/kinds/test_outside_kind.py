@@ -175,11 +175,15 @@ def test_build_lock_one_build_for_two_processes(site: Path, tmp_path: Path) -> N
     holder = box.start(proj)
     deadline = time.monotonic() + HANG_S
     while box.compiles() < 1:  # the holder is compiling (held at the gate)
-        assert time.monotonic() < deadline and holder.poll() is None, finish(holder)
+        assert holder.poll() is None, finish(holder)
+        if time.monotonic() > deadline:  # only stops a hung test
+            pytest.fail(f"the holder never started compiling: {finish(holder)}")
         time.sleep(0.02)
     waiter = box.start(proj)
     while not box.events("lock_wait_start"):  # the second process waits for the lock
-        assert time.monotonic() < deadline and waiter.poll() is None, finish(waiter)
+        assert waiter.poll() is None, finish(waiter)
+        if time.monotonic() > deadline:  # only stops a hung test
+            pytest.fail(f"the second process never waited for the lock: {finish(waiter)}")
         time.sleep(0.02)
     gate.touch()
     a, b = finish(holder), finish(waiter)
