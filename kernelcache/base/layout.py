@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .formats import RECALL, VERSION
+from .warm_facts import RECALL, VERSION
 
 BUILT = "entries"  # area of entries built on this host (and of artifact roots)
 FETCHED = "fetched"  # area of fleet entries fetched to this host

@@ -28,8 +28,8 @@ import zlib
 from array import array
 from pathlib import Path
 
-from ..base import bounded, process_state
-from ..base.stamps import stat_array
+from ..base import basis, bounded, process_state
+from ..base.warm_facts import stat_array, stat_fields
 from ..key.deps import DepCheck
 
 FILENAME = "hit.rec"
@@ -48,9 +48,6 @@ _PY = (sys.version_info[0] << 8 | sys.version_info[1]) | (0x10000 if sys.byteord
 def manifest_digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
-
-def stat_fields(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 class HitRecord:
@@ -203,10 +200,13 @@ class HitRecord:
             start += count
         if self.absent_blob:
             exists = os.path.exists
-            for i, p in enumerate(resolved(self.absent_blob, anchors)):
+            absent = resolved(self.absent_blob, anchors)
+            for i, p in enumerate(absent):
                 if exists(p):
                     name = os.fsdecode(self.absent_blob.split(b"\0")[i + 1])
                     return DepCheck(False, f"new header {name} shadows the one used before")
+            for p in absent:
+                basis.note_absent(p)
         return DepCheck(True, refreshed=refreshed, n_stat=n_stat, n_trusted=n_trusted, retrust=retrust)
 
     def _verify(self, paths: list[bytes], base: int, refreshed: dict[str, list[int]]) -> str | None:
@@ -215,6 +215,10 @@ class HitRecord:
         if not ok:
             return f"header {self._anchored(base + len(cur) // _FIELDS)} no longer exists"
         rec = self.stats[base * _FIELDS:(base + len(paths)) * _FIELDS]
+        b = basis.current()
+        if b is not None:  # noted before the comparison: a check that fails records nothing
+            for i, p in enumerate(paths):
+                b.note(p, cur[i * _FIELDS:(i + 1) * _FIELDS])
         if cur == rec:
             return None
         from ..host.toolchain import content_hash
@@ -260,10 +264,15 @@ class HitRecord:
 
 
 def _stat_of(anchored: str, anchors: list[tuple[str, str]]) -> tuple[int, ...] | None:
+    """The stat of an anchored path, noted (``basis``) either way."""
+    path = resolved(b"\0" + os.fsencode(anchored), anchors)[0]
     try:
-        return tuple(stat_fields(os.stat(resolved(b"\0" + os.fsencode(anchored), anchors)[0])))
+        st = os.stat(path)
     except OSError:
+        basis.note_absent(path)
         return None
+    basis.note(path, st)
+    return tuple(stat_fields(st))
 
 
 _prepared: dict[tuple[str, ...], list] = {}  # anchored dep names -> their trusted groups, ahead
@@ -325,14 +334,20 @@ def load(entry_dir: Path, manifest_name: str) -> HitRecord | None:
     refused unread (an artifact root's files come from elsewhere: a FIFO must not hang a load).
     """
     try:
-        rec = HitRecord.unpack(bounded.read_regular(os.path.join(entry_dir, FILENAME))[0])
+        path = os.path.join(entry_dir, FILENAME)
+        data, st = bounded.read_regular(path)
+        rec = HitRecord.unpack(data)
         if rec is None:
             return None
         mpath = os.path.join(entry_dir, manifest_name)
-        if tuple(stat_fields(os.stat(mpath))) == rec.mstat:
-            return rec
-        if manifest_digest(bounded.read_regular(mpath)[0]) == rec.mdigest:
-            return rec
+        mst = os.stat(mpath)
+        if tuple(stat_fields(mst)) != rec.mstat:
+            mdata, mst = bounded.read_regular(mpath)
+            if manifest_digest(mdata) != rec.mdigest:
+                return None
+        basis.note(path, st)  # what was read: the record, bound to this manifest
+        basis.note(mpath, mst)
+        return rec
     except OSError:
         pass
     return None
@@ -371,6 +386,7 @@ def save(entry_dir: Path, rec: HitRecord) -> None:
         with open(tmp, "wb") as f:
             f.write(rec.pack())
         os.replace(tmp, os.path.join(entry_dir, FILENAME))
+        basis.note(os.path.join(entry_dir, FILENAME))  # a load's own write: what it leaves is what it rests on
     except OSError:
         try:
             os.unlink(tmp)

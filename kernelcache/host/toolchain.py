@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..base import process_state
+from ..base import basis, process_state
 from ..base.errors import ToolchainError
 from ..base.records import FrozenRecord
 
@@ -76,7 +76,9 @@ def content_hash(path: str | bytes | os.PathLike[str]) -> str:
 
 
 def _stat_key(path: str) -> tuple:
+    """The memo key of a file by its stat; the stat is noted (the answer of a load rests on it)."""
     st = os.stat(path)
+    basis.note(path, st)
     return (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
 
 
@@ -222,9 +224,16 @@ def identities_ahead(tools: list[str], files: list[str], memo_dir: Path | None) 
 
 
 # -- compilers ------------------------------------------------------------------------------
+def which(name: str) -> str | None:
+    """``shutil.which``, its answer noted with what it rested on (``basis.note_which``)."""
+    found = shutil.which(name)
+    basis.note_which(name, found)
+    return found
+
+
 def find_cxx() -> str:
     cxx = os.environ.get("CXX") or "c++"
-    found = shutil.which(cxx)
+    found = which(cxx)
     if not found:
         raise ToolchainError(
             f"C++ compiler {cxx!r} not found on PATH (set CXX, or install g++: apt-get install g++)"
@@ -235,7 +244,7 @@ def find_cxx() -> str:
 def find_cc() -> str:
     """The C compiler for ``.c`` sources: CC, else cc."""
     cc = os.environ.get("CC") or "cc"
-    found = shutil.which(cc)
+    found = which(cc)
     if not found:
         raise ToolchainError(f"C compiler {cc!r} not found on PATH (set CC, or install gcc: apt-get install gcc)")
     return found
@@ -243,7 +252,7 @@ def find_cc() -> str:
 
 def _is_cuda_home(p: str | Path) -> bool:
     p = Path(p)
-    return (p / "bin" / "nvcc").exists() and (p / "include" / "cuda_runtime.h").exists()
+    return basis.note_exists(p / "bin" / "nvcc") and basis.note_exists(p / "include" / "cuda_runtime.h")
 
 
 def find_cuda_home() -> str:
@@ -256,7 +265,7 @@ def find_cuda_home() -> str:
         v = os.environ.get(var)
         if v and _is_cuda_home(v):
             return os.path.realpath(v)
-    nvcc = shutil.which("nvcc")
+    nvcc = which("nvcc")
     if nvcc:
         cand = Path(os.path.realpath(nvcc)).parent.parent
         if _is_cuda_home(cand):
@@ -320,11 +329,15 @@ class TvmFfiPaths(FrozenRecord):
 
 
 _tvm_paths: TvmFfiPaths | None = None
+_tvm_seen: list[tuple[str, os.stat_result]] = []  # the stats its answer rests on (noted on every use)
 
 
 def tvm_ffi_paths(memo_dir: Path | None = None) -> TvmFfiPaths:
     global _tvm_paths
-    if _tvm_paths is None:
+    if _tvm_paths is not None:
+        for path, st in _tvm_seen:
+            basis.note(path, st)
+    else:
         spec = importlib.util.find_spec("tvm_ffi")
         if spec is None or not spec.submodule_search_locations:
             raise ToolchainError("apache-tvm-ffi is not installed: pip install apache-tvm-ffi")
@@ -343,8 +356,12 @@ def tvm_ffi_paths(memo_dir: Path | None = None) -> TvmFfiPaths:
                 return {"version": "unknown"}
 
         # metadata lookups cost ~0.5 ms per process: memoise by the package dir and library stat
-        skey = (*_stat_key(pkg), *_stat_key(lib), *_stat_key(os.path.dirname(pkg)))
+        seen = [(p, os.stat(p)) for p in (pkg, lib, os.path.dirname(pkg))]
+        skey = tuple(x for p, st in seen for x in (p, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev))
         ver = disk_memo("tvm_ffi_version", skey, distribution_version, memo_dir)["version"]
+        for path, st in seen:
+            basis.note(path, st)
+        _tvm_seen[:] = seen
         _tvm_paths = TvmFfiPaths(pkg, inc, lib, ver)
     return _tvm_paths
 
@@ -352,6 +369,7 @@ def tvm_ffi_paths(memo_dir: Path | None = None) -> TvmFfiPaths:
 def _forget_tvm_ffi_paths() -> None:
     global _tvm_paths
     _tvm_paths = None
+    _tvm_seen.clear()
 
 
 process_state.register("toolchain.tvm_ffi_paths", _forget_tvm_ffi_paths)

@@ -22,19 +22,19 @@ from typing import Iterable
 from ..base import events, process_state
 from ..base.layout import AREAS, Layout
 from ..entry.manifest import Manifest, read as read_manifest
-from ..base import stamps
+from ..base import warm_facts
 from ..host import installed
 from ..host.anchors import KERNELCACHE, PACKAGE_DIR, ROOT
 from .impact_map import KernelRecord
 from .opaque import SPAWN_EVENTS, Scope, abs_path as _abs, spawn_reason, sys_frame
 
 # Listings that are look-ups, not reads a test depends on: a load scanning the directories of
-# sys.path (the working directory too) for distribution metadata (base.stamps' import-path stamp that
+# sys.path (the working directory too) for distribution metadata (base.warm_facts' import-path stamp that
 # recall and prebuilt roots compare, host.installed, storage.prebuilt: the environment's record covers
 # distributions), importlib.metadata doing the same, and the import system filling its directory
 # cache (the import graph covers what is imported, a new file shadowing a module included). Named
 # from the modules themselves: a module that moves floors stays a look-up.
-_LOOKUPS = frozenset({stamps.__name__, installed.__name__, "kernelcache.storage.prebuilt", "importlib._bootstrap_external",
+_LOOKUPS = frozenset({warm_facts.__name__, installed.__name__, "kernelcache.storage.prebuilt", "importlib._bootstrap_external",
                       "importlib.metadata", "importlib_metadata"})  # the loader's *.dist-info scans
 LOAD_EVENTS = ("hit", "prebuilt_hit", "remote_hit", "build_done", "miss", "build_failed")
 

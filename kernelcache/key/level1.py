@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Mapping
 
+from ..base import basis
 from ..base.records import FrozenRecord, field
 from ..base.settings import Settings
 from ..base.spec import KernelSpec
@@ -31,11 +33,19 @@ def canonical_hash(obj) -> str:
 
 
 def source_hashes(spec: KernelSpec) -> dict[str, str]:
-    """sha256 of every source's bytes by its root-relative id (the one rule for source identity)."""
+    """sha256 of every source's bytes by its root-relative id (the one rule for source identity).
+    Each source's stat is noted when it held across the read (``basis``: a source written
+    meanwhile is hashed, never witnessed)."""
     out: dict[str, str] = {}
     for rel, path in zip(map(str, spec.sources), spec.source_paths()):
         with open(path, "rb") as f:
+            before = os.fstat(f.fileno())
             out[rel] = hashlib.sha256(f.read()).hexdigest()
+        after = os.stat(path)
+        if basis.fields(before) == basis.fields(after):
+            basis.note(path, after)
+        else:
+            basis.spoil(f"source {path} changed while it was read")
     return out
 
 

@@ -152,9 +152,9 @@ def nvcc_host_compiler(cuda_flags: Sequence[str]) -> str | None:
             host = f.split("=", 1)[1]
     if host and os.path.isdir(host):
         host = os.path.join(host, "g++")
-    host = host or os.environ.get("NVCC_CCBIN") or toolchain.shutil.which("g++") or toolchain.shutil.which("c++")
+    host = host or os.environ.get("NVCC_CCBIN") or toolchain.which("g++") or toolchain.which("c++")
     if host and not os.path.isabs(host):
-        host = toolchain.shutil.which(host) or host
+        host = toolchain.which(host) or host
     return os.path.realpath(host) if host else None
 
 

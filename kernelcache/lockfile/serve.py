@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..base import events, process_state
+from ..base import basis, events, process_state
 from ..base.errors import LockViolation
 from ..base.settings import Settings, resolve
 from ..base.spec import KernelSpec
@@ -21,7 +21,7 @@ from .drift import drift
 from .format import HOST_ARCH, KernelLock, LockFile, read
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..lookup.loader import WarmResult
+    from ..base.result import WarmResult
 
 _memo: dict[str, tuple[tuple[int, ...], LockFile]] = {}  # path -> (stat, lock)
 
@@ -43,17 +43,13 @@ def lock_of(path: str | os.PathLike[str]) -> LockFile:
         stamp = (-1, -1, -1, -1)
     got = _memo.get(p)
     if got is not None and got[0] == stamp:
-        return got[1]
-    lock = read(p)
-    _memo[p] = (stamp, lock)
+        lock = got[1]
+    else:
+        lock = read(p)
+        _memo[p] = (stamp, lock)
+    if stamp[0] >= 0:  # the lock this load is checked against: a recalled call must find it again
+        basis.note(p, stamp)
     return lock
-
-
-def checked_stat(path: str | os.PathLike[str]) -> list[int] | None:
-    """The stat (size, mtime, ctime, inode) of the lock at ``path`` as this process last read it:
-    what a recalled call must find again (``recall_write`` witnesses it), None if never read."""
-    got = _memo.get(os.path.abspath(path))
-    return None if got is None or got[0][0] < 0 else list(got[0])
 
 
 def enforce(spec: KernelSpec, s: Settings) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import kinds
-from ..base import process_state
+from ..base import basis, process_state
 from ..base.events import RejectCode
 from ..base.spec import KernelSpec
 from ..entry import validate
@@ -28,6 +28,7 @@ class _ProcessState:
         # shared with kernelcache.lookup.recall, which hands out the same module objects without the loader
         self.modules: dict[tuple[str, str], Any] = recall.MODULES  # (entry dir, entry id) -> module
         self.verified_sha: set[str] = set()
+        self.verified_stat: dict[str, os.stat_result] = {}  # path -> its stat when its bytes were verified
         self.dlopened: dict[str, int] = recall.DLOPENED  # path -> inode dlopen'ed from that path
         self.name_locks: dict[str, threading.Lock] = {}
 
@@ -50,6 +51,7 @@ def _forget_admitted() -> None:
     with _state.lock:
         _state.modules.clear()
         _state.verified_sha.clear()
+        _state.verified_stat.clear()
 
 
 process_state.register("admit.admitted", _forget_admitted)
@@ -77,23 +79,32 @@ def dlopen_path(so_path: Path, store: LocalStore) -> Path:
 def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, validate.Rejection | None]:
     """Validate and load an entry on local disk. (module, None) or (None, why not)."""
     mkey = (str(entry.path), entry.entry_id)
+    sp = str(entry.so_path)
     with _state.lock:
         mod = _state.modules.get(mkey)
     if mod is not None:
+        _note_binary(sp)
         return mod, None
     kind = kinds.of(spec.kind)
-    sp = str(entry.so_path)
     check_sha = sp not in _state.verified_sha
     stamp = _binary_stamp(entry) if check_sha and kind.stamp_binary else None
     if stamp is not None and entry.stat_cache().get(stamp[0]) == stamp[1]:
         check_sha = False
+        with _state.lock:  # verified by the stamp: its stat is the one the bytes were verified at
+            _state.verified_stat[sp] = stamp[2]
+    try:
+        before = os.stat(sp) if check_sha else None
+    except OSError:
+        before = None
     rej = validate.before_dlopen(spec, entry.head, entry.so_path, check_sha=check_sha, checks=kind.checks)
     if rej:
         return None, rej
     with _state.lock:
         _state.verified_sha.add(sp)
+        if before is not None:
+            _state.verified_stat[sp] = before
     if check_sha and stamp is not None:
-        entry.save_stat_cache(dict([stamp]))
+        entry.save_stat_cache(dict([stamp[:2]]))
     try:
         path = dlopen_path(entry.so_path, store) if kind.in_process else entry.so_path
         mod, rej = kind.admit(spec, entry.head, path)
@@ -103,7 +114,23 @@ def accept(spec: KernelSpec, entry: Entry, store: LocalStore) -> tuple[Any, vali
         return None, rej
     with _state.lock:
         _state.modules[mkey] = mod
+    _note_binary(sp)
     return mod, None
+
+
+def _note_binary(sp: str) -> None:
+    """The binary at the stat its bytes were verified at (``basis``); a file that moved since
+    (replaced under a running process) spoils the answer for recall."""
+    with _state.lock:
+        st = _state.verified_stat.get(sp)
+    try:
+        now = os.stat(sp)
+    except OSError:
+        now = None
+    if st is None or now is None or basis.fields(st) != basis.fields(now):
+        basis.spoil(f"{sp} is not the file whose bytes were verified")
+    else:
+        basis.note(sp, st)
 
 
 def published(fresh: Entry, dest: Entry, module: Any) -> Any:
@@ -121,6 +148,9 @@ def published(fresh: Entry, dest: Entry, module: Any) -> Any:
         if old in _state.verified_sha:
             _state.verified_sha.discard(old)
             _state.verified_sha.add(str(dest.so_path))
+        st = _state.verified_stat.pop(old, None)
+        if st is not None:  # a rename keeps the file's stat
+            _state.verified_stat[str(dest.so_path)] = st
         ino = _state.dlopened.pop(old, None)
         if ino is not None:
             _state.dlopened[str(dest.so_path)] = ino
@@ -153,7 +183,7 @@ def _moved(module: Any, old: Path, new: Path) -> Any:
     return module
 
 
-def _binary_stamp(entry: Entry) -> tuple[str, list[int]] | None:
+def _binary_stamp(entry: Entry) -> tuple[str, list[int], os.stat_result] | None:
     """(key, stat) of the binary, remembered once its sha256 was verified (``Kind.stamp_binary``).
 
     Torch kinds' binaries are large (a pybind11 module is ~1 MB), so hashing one in every fresh process
@@ -165,4 +195,4 @@ def _binary_stamp(entry: Entry) -> tuple[str, list[int]] | None:
         st = entry.so_path.stat()
     except OSError:
         return None
-    return f"binary:{entry.so_path.name}", [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+    return f"binary:{entry.so_path.name}", [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino], st

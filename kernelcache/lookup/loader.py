@@ -16,11 +16,11 @@ from contextlib import nullcontext
 from typing import Any, Iterable
 
 from .. import kinds
-from ..base import events
+from ..base import basis, events
 from ..base.errors import (BuildError, CacheMissError, CacheRemovedError, KernelCacheError, SchemaMismatch,
                            ToolchainError)
 from ..base.events import Miss, Place, Status
-from ..base.records import FrozenRecord
+from ..base.result import WarmResult
 from ..base.settings import Settings, resolve
 from ..base.spec import KernelSpec
 from ..entry import manifest as manifest_mod, validate
@@ -32,24 +32,6 @@ from ..storage.entry import Entry
 from ..storage.local import LocalStore
 from . import admit, search
 from .admit import accept, name_lock
-
-
-class WarmResult(FrozenRecord):
-    """Outcome of building/loading one spec (what `warm`, the CLI and the plugin report)."""
-
-    name: str
-    status: Status  # a str: "hit" | "built" | "prebuilt" | "remote" | "failed" | "skipped"
-    seconds: float
-    reason: str = ""  # miss reason (why it was built / fetched) or failure message
-    entry_id: str = ""
-    entry_path: str = ""
-    so_path: str = ""
-    error: BaseException | None = None
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "status": str(self.status), "seconds": round(self.seconds, 3),
-                "reason": self.reason, "entry_id": self.entry_id, "entry_path": self.entry_path,
-                "so_path": self.so_path}
 
 
 class _Ctx:
@@ -68,7 +50,7 @@ class _Ctx:
 
     def result(self, status: Status, entry: Entry, reason: str = "") -> WarmResult:
         return WarmResult(self.spec.name, status, time.monotonic() - self.t0, reason, entry.entry_id,
-                          str(entry.path), str(entry.so_path))
+                          str(entry.path), str(entry.so_path), rested_on=basis.current())
 
     def accept(self, entry: Entry) -> tuple[Any, validate.Rejection | None]:
         """The one acceptance step (``admit.accept``)."""
@@ -188,8 +170,10 @@ def _build(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, reason: str
     if not won:
         events.emit(events.Event.PUBLISH_RACE_LOST, name=spec.name, entry=out.entry_id)
     if won or dest == bdir:  # ours (renamed into place, or kept where a winner is not visible yet)
+        basis.renamed(bdir, dest)
         entry = Entry(dest, m)
         return admit.published(fresh, entry, mod), entry, None
+    basis.drop_under(bdir)
     winner = Entry(dest, manifest_mod.read(dest) or m)
     mod, rej = ctx.accept(winner)  # the winner's bytes, not ours: through the same door
     return mod, winner, rej
@@ -309,12 +293,24 @@ def _under_lock(ctx: _Ctx, plan: BuildPlan, l1: level1.Level1, miss: search.Loca
         with sigterm_cleanup() if lease is not None else nullcontext(), \
                 _fleet().lease_kept(lease, s.remote.lease_ttl, spec.name) if lease is not None else nullcontext():
             mod, entry = _build_and_accept(ctx, plan, l1, miss.reason)
+            _rested_on_built(ctx, entry)
             if s.remote_writable:  # still renewing: a slow upload must not let the lease lapse
                 _fleet().upload(s, entry)
     finally:
         if lease is not None:
             lease.release()
     return mod, ctx.result(Status.BUILT, entry, miss.reason)
+
+
+def _rested_on_built(ctx: _Ctx, entry: Entry) -> None:
+    """What a built answer rests on, noted when the load gathers it (``base.basis``): the check a
+    hit runs, and (strict dirs) the cache dir as this build left it."""
+    if basis.current() is not None:
+        rej = search.vet(ctx.look, entry, Place.LOCAL)
+        if rej is not None:
+            basis.spoil(f"the entry just built no longer holds: {rej}")
+        if ctx.s.strict_dirs:
+            ctx.store.check_dirs(settled=True)
 
 
 def _without_toolchain(ctx: _Ctx, err: ToolchainError) -> tuple[Any, WarmResult]:
@@ -351,12 +347,12 @@ def load_with_result(spec: KernelSpec, settings: Settings | None = None, *,
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"kernelcache.load expects a KernelSpec, got {type(spec).__name__}")
     s = resolve(settings)
-    with events.logging_to(s.log):
+    with events.logging_to(s.log), basis.gathering() if recall is not None else nullcontext():
         mod, res = lock_hook.run(spec, s, _pipeline) if lock_hook.active(s) else _pipeline(spec, s)
     if recall is not None:
         from . import recall_write  # a full load only: never on a recalled one
 
-        recall_write.remember(recall, spec, s, res.status, res.entry_path, recall_note)
+        recall_write.remember(recall, spec, s, res, recall_note)
     return mod, res
 
 

@@ -26,9 +26,7 @@ import sys
 from typing import Any, Callable
 
 from ..base import environ
-from ..base.formats import RECALL_FORMAT
-from ..base.memo import memo_path, read_file
-from ..base.stamps import import_stamp, stat_array
+from ..base.warm_facts import RECALL_FORMAT, import_stamp, memo_path, read_file, stat_array
 
 # read by the full path when it plans a build (toolchain.ENV_ALLOWLIST and the drop-ins' call-time
 # variables): a different value may mean a different key, so it is part of the digest

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from ..base import basis
 from ..base.errors import ToolchainError
 from ..base.events import Miss, Place, RejectCode
 from ..base.layout import BUILT
@@ -146,7 +147,8 @@ def vet(look: Lookup, entry: Entry, place: Place, read_only: bool = False) -> va
         rec = entry.record  # packed: no JSON parse of thousands of headers on the hit path
         if rec is not None:  # explain (read-only) checks installed packages' headers too
             check = rec.check(look._anchors, strict=look.s.verify_installed or read_only)
-        else:  # a manifest that cannot be packed: the JSON check
+        else:  # a manifest that cannot be packed: the JSON check (it notes nothing: never recalled)
+            basis.spoil(f"{entry.path}: no packed hit record")
             m = entry.manifest
             check = key.check_deps(m.deps, m.absent, look._anchors, entry.stat_cache())
         look.dep_counts = (check.n_stat, check.n_trusted)

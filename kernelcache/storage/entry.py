@@ -16,6 +16,7 @@ from ..base import bounded
 from ..base.errors import KernelCacheError
 from ..base.events import Place
 from ..base.layout import DEPSTAT, USED
+from ..base.warm_facts import stat_fields
 from ..entry import deprecord
 from ..entry.manifest import FILENAME as MANIFEST, Manifest, read as read_manifest
 
@@ -94,7 +95,7 @@ class Entry:
         path = self.path / MANIFEST
         try:
             data, st = bounded.read_regular(path)  # a root's manifest: a FIFO, device or huge file refused
-            return data, tuple(deprecord.stat_fields(st)), bounded.loads(data, str(path))
+            return data, stat_fields(st), bounded.loads(data, str(path))
         except (OSError, ValueError):
             return None
 

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..base import basis
 from ..base.errors import CacheRemovedError, RemovalError, UnsafeDirectoryError
 from ..base.events import Place
 from ..base.layout import BUILT, FETCHED, QUARANTINE, RECENT, Layout
@@ -51,10 +52,18 @@ class LocalStore:
         self.settings = settings
         self.layout: Layout = settings.layout
         self.root = self.layout.root
+        self.check_dirs()
+
+    def check_dirs(self, settled: bool = False) -> None:
+        """Others must not write the cache dir (``dir_trust``; looked at once per process, and again
+        by a load that created it: ``settled``, with the recall area made first so that the
+        stats the check notes are those the load leaves behind)."""
         fix = "Make it yours alone (chmod go-w, chown) or point KERNELCACHE_DIR elsewhere."
-        why = dir_trust.check([self.layout.base, self.root], "cache dir", fix,  # once per process: a lookup after
-                              strict=settings.strict_dirs)
-        if why is not None and settings.strict_dirs:
+        if settled:
+            os.makedirs(self.layout.recall, exist_ok=True)
+        why = dir_trust.check([self.layout.base, self.root], "cache dir", fix, strict=self.settings.strict_dirs,
+                              again=settled)
+        if why is not None and self.settings.strict_dirs:
             raise UnsafeDirectoryError(dir_trust.refusal(self.layout.base, "cache dir", why, fix))
 
     # -- paths -------------------------------------------------------------------------------
@@ -164,6 +173,7 @@ class LocalStore:
             os.rename(entry.path, dest)
         except OSError:
             return None
+        basis.drop_under(entry.path)  # moved away by this load: no answer rests on it
         try:
             (dest / "QUARANTINE_REASON").write_text(reason + "\n")
         except OSError:
@@ -256,7 +266,7 @@ class LocalStore:
     def _drop_orphaned_recalls(self, failed: list[tuple[Path, OSError]]) -> None:
         """Recalled-call memos (``recall/``) whose entry is gone, or that cannot be read: a memo
         of a live entry stays (it is rewritten whenever the full path answers that call)."""
-        from ..base.memo import read_file
+        from ..base.warm_facts import read_file
 
         try:
             with os.scandir(self.layout.recall) as it:

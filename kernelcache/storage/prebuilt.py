@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from ..base import bounded, process_state
+from ..base import basis, bounded, process_state
 from ..base.events import Place
 from ..base.layout import Layout
 from ..base.settings import Settings
 from ..entry import manifest as manifest_mod
 from ..host import dir_trust, toolchain
-from ..base.stamps import distributions_stamp
+from ..base.warm_facts import distributions_stamp
 from . import prebuilt_sign
 from .entry import Entry
 
@@ -80,7 +80,7 @@ def entry_point_roots(settings: Settings) -> list[Path]:
 
     Scanning package metadata costs milliseconds on every process start (tens with a few
     hundred distributions), so the result is memoised on disk, keyed by what changes when
-    distributions do (``kernelcache.base.stamps.distributions_stamp``, the key a recalled call checks too).
+    distributions do (``kernelcache.base.warm_facts.distributions_stamp``, the key a recalled call checks too).
     """
     global _ep_roots
     if _ep_roots is None:
@@ -143,6 +143,7 @@ def _children(path: str, real_root: str) -> Iterator[os.DirEntry[str] | Refused]
         found = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError:
         return
+    basis.note(path)  # an entry added or removed moves the directory's stat
     for e in found:
         out = _outside(e.path, real_root) if e.is_symlink() else None
         yield e if out is None else out
@@ -161,7 +162,7 @@ def looked_at(name: str, settings: Settings) -> Iterator[Entry]:
     for root in roots(settings):
         unsafe = dir_trust.check([root, Layout(root).root], "prebuilt root", _FIX, strict=settings.strict_dirs)
         base = Layout(root).kernel_dir(name)
-        if not os.path.isdir(base):
+        if not basis.note_exists(base) or not os.path.isdir(base):  # a kernel added to a root changes the answer
             continue
         if unsafe is not None and settings.strict_dirs:
             yield Refused(root, dir_trust.refusal(root, "prebuilt root", unsafe, _FIX) + " Skipped.")

@@ -70,6 +70,6 @@ def test_no_other_module_spells_the_layout():
 def test_recall_memos_live_where_the_layout_says(tmp_path):
     """A recalled load cannot import the layout (it imports almost nothing); the memo's path is
     built from the same leaf of spellings (formats) and must land in the layout's recall area."""
-    from kernelcache.base import layout, memo
+    from kernelcache.base import layout, warm_facts as memo
 
     assert memo.memo_path("d" * 40, str(tmp_path)) == str(layout.Layout(tmp_path).recall / ("d" * 40))

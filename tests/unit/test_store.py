@@ -159,8 +159,8 @@ def test_prune_by_age_also_ages_out_dropin_sources(store):
 
 
 def test_prune_drops_recall_memos_whose_entry_is_gone(store):
-    from kernelcache.base.formats import RECALL_FORMAT
-    from kernelcache.base.memo import memo_path
+    from kernelcache.base.warm_facts import RECALL_FORMAT
+    from kernelcache.base.warm_facts import memo_path
     from kernelcache.lookup.recall_write import _publish
 
     live = _entry(store, "live", used_at=time.time())

@@ -1,15 +1,52 @@
-"""What the state of files and of the import path is, in the cheap form a warm path compares.
+"""The facts the warm paths share, each with one owner: the cache's fixed spellings, the recall
+memo's format and reader, the one stat rule and the import-path stamps.
 
-Why one module: the hit record's check (``deprecord``), a recalled call (``recall``) and the
-companion wheels' prebuilt roots (``storage.prebuilt``) must stat alike and stamp the import path
-alike; one rule each, owned here, below all three.
+Why one leaf for all of them: a recalled call (``kernelcache.lookup.recall``) imports every module
+it needs in every fresh process, before anything is loaded (each one costs ~0.1 ms;
+``benchmarks/bench_before_after.py``), and must not import :mod:`kernelcache.base.layout` (its
+``Layout`` class alone leaves ~60 objects where a full garbage collection is pending). The
+layout, the cache's housekeeping (``prune`` drops memos whose entry is gone), the hit record's
+check (``deprecord``), the companion wheels' prebuilt roots and the full load's notes
+(``basis``) read them here, so each rule is written once.
 """
 from __future__ import annotations
 
+import marshal
 import os
 import sys
 from array import array
 from typing import Any
+
+from . import environ
+
+# -- the cache's spellings -----------------------------------------------------------------------
+VERSION = "v1"  # the cache layout's version: every area lives under <cache dir>/v1/
+RECALL = "recall"  # under the layout's root: one memo per recalled call
+RECALL_FORMAT = 5  # 5: the witnesses are the list the full load noted (base.basis); 4: import_stamp
+
+
+# -- a recalled call's memo ----------------------------------------------------------------------
+def memo_path(digest: str, base: str | None = None) -> str:
+    return os.path.join(base or environ.cache_dir(), VERSION, RECALL, digest)
+
+
+def read_file(path: str) -> tuple | None:
+    """One memo as written (None: unreadable, damaged or of another format)."""
+    try:
+        with open(path, "rb") as f:
+            rec = marshal.loads(f.read())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if type(rec) is not tuple or len(rec) != 13 or rec[0] != RECALL_FORMAT:
+        return None
+    return rec
+
+
+# -- the one stat rule and the import-path stamps ------------------------------------------------
+def stat_fields(st: os.stat_result) -> tuple[int, int, int, int]:
+    """(size, mtime_ns, ctime_ns, inode): what every stat comparison of the cache compares (ctime
+    cannot be set back, so an edit with a restored mtime moves it)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
 
 
 def stat_array(paths: list[bytes]) -> tuple[array, bool]:
