@@ -3,7 +3,9 @@
 Why alternating: a refactor (issue 40's floors as folders) must leave what users feel unchanged,
 and on a shared machine two benchmark runs minutes apart differ more than the change does. Each
 repetition runs the BEFORE tree's process, then the AFTER tree's (the order flips every
-repetition), each a fresh interpreter with that tree first on ``PYTHONPATH``.
+repetition), each a fresh interpreter with that tree first on ``PYTHONPATH``. Both trees are
+byte-compiled first: a fresh worktree has no ``.pyc`` files, and with ``PYTHONDONTWRITEBYTECODE``
+set (as on this box) it would compile every module in every process while the other tree did not.
 
 Rows (medians; ``load`` is timed inside the child after ``import tvm_ffi``, which imports torch
 where it is installed and is the same library for both trees; ``cpu`` is the child's CPU time over
@@ -93,6 +95,9 @@ def main() -> int:
     src.mkdir()
     (src / "add.cc").write_text(SOURCE)
     trees = {"before": tree(ns.before, work), "after": tree(ns.after, work)}
+    for root in trees.values():  # byte-compiled, as pip leaves an installed wheel: where PYTHONDONTWRITEBYTECODE
+        # is set, a tree without .pyc files compiles every module in every process (~0.5-2 ms each)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "kernelcache")], check=True)
     caches = {side: work / f"cache-{side}" for side in trees}
     env = {side: {"KERNELCACHE_DIR": str(caches[side]), "BA_SRC": str(src), "KERNELCACHE_LOG": "0"} for side in trees}
     rows: dict[str, dict[str, list[tuple[float, float, float]]]] = {}

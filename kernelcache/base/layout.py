@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .warm_facts import RECALL, VERSION
+from .warm_facts import NAME_MAX, NAME_SUFFIXES, RECALL, VERSION, name_problem  # noqa: F401 - the layout's words
 
 BUILT = "entries"  # area of entries built on this host (and of artifact roots)
 FETCHED = "fetched"  # area of fleet entries fetched to this host
@@ -34,23 +34,9 @@ QUARANTINE = "quarantine"  # where rejected entries go (also the EntryInfo.area 
 USED = "used"  # touched on every hit: LRU order for prune, newest-first candidate order
 DEPSTAT = "depstat.json"  # re-validated dependency stats (a later process trusts them unhashed)
 RECENT = ".recent"  # in a key directory: the entry id of the last hit (tried first)
-NAME_MAX = 255  # bytes of one path component (Linux, macOS): what a kernel name must leave room in
-# what the layout derives from a kernel name: entries/<name>/, inline/<name>/, <name>.so (the
-# longest: a kind's binary; an executable is <name>)
-NAME_SUFFIXES = ("", ".so")
 # characters a build file (ninja) cannot hold in a path: a newline or carriage return ends the
 # line, "|" starts the implicit outputs/inputs, and none of them has an escape
 UNBUILDABLE_CHARS = {"\n": "a newline", "\r": "a carriage return", "|": "'|'"}
-
-
-def name_problem(name: str) -> str | None:
-    """Why a kernel name cannot name the files the layout derives from it, or None."""
-    longest = max((name + s for s in NAME_SUFFIXES), key=lambda c: len(c.encode()))
-    n = len(longest.encode())
-    if n > NAME_MAX:
-        return (f"too long: the cache names a file {longest[:24]}...{longest[-8:]} ({n} bytes) after it, and a file "
-                f"name holds at most {NAME_MAX} bytes (a kernel name at most {NAME_MAX - n + len(name.encode())})")
-    return None
 
 
 def path_problem(path: str) -> str | None:

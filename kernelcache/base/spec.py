@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, cast
 
 from .errors import SpecError
-from .layout import name_problem
+from .warm_facts import name_problem  # not the layout: a spec is built on the recalled path
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_]+$")
 _CUDA_SUFFIXES = (".cu",)

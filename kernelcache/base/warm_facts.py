@@ -24,6 +24,21 @@ VERSION = "v1"  # the cache layout's version: every area lives under <cache dir>
 RECALL = "recall"  # under the layout's root: one memo per recalled call
 RECALL_FORMAT = 5  # 5: the witnesses are the list the full load noted (base.basis); 4: import_stamp
 
+NAME_MAX = 255  # bytes of one path component (Linux, macOS): what a kernel name must leave room in
+# what the layout derives from a kernel name: entries/<name>/, inline/<name>/, <name>.so (the
+# longest: a kind's binary; an executable is <name>)
+NAME_SUFFIXES = ("", ".so")
+
+
+def name_problem(name: str) -> str | None:
+    """Why a kernel name cannot name the files the layout derives from it, or None."""
+    longest = max((name + s for s in NAME_SUFFIXES), key=lambda c: len(c.encode()))
+    n = len(longest.encode())
+    if n > NAME_MAX:
+        return (f"too long: the cache names a file {longest[:24]}...{longest[-8:]} ({n} bytes) after it, and a file "
+                f"name holds at most {NAME_MAX} bytes (a kernel name at most {NAME_MAX - n + len(name.encode())})")
+    return None
+
 
 # -- a recalled call's memo ----------------------------------------------------------------------
 def memo_path(digest: str, base: str | None = None) -> str:
