@@ -40,6 +40,16 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+# Environment variables that change what a compiler produces without appearing on its command line
+# (part of every build's key when set; a recalled call's digest holds them too). MAX_JOBS is
+# deliberately absent: parallelism never changes the output.
+COMPILER_ENV = (
+    "CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH",  # search paths gcc reads
+    "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDAHOSTCXX",  # flags and host compiler nvcc reads
+    "GCC_EXEC_PREFIX", "COMPILER_PATH",  # where gcc finds cc1plus, as and ld: another compiler behind the same driver
+    "SOURCE_DATE_EPOCH",  # __DATE__ and __TIME__ (reproducible builds)
+)
+
 # -- a recalled call's memo ----------------------------------------------------------------------
 def memo_path(digest: str, base: str | None = None) -> str:
     return os.path.join(base or environ.cache_dir(), VERSION, RECALL, digest)

@@ -21,19 +21,9 @@ from pathlib import Path
 from ..base import basis, process_state
 from ..base.errors import ToolchainError
 from ..base.records import FrozenRecord
+from ..base.warm_facts import COMPILER_ENV
 
-# Environment variables that change what a compiler does without appearing on its command line.
-# MAX_JOBS is deliberately absent: parallelism never changes the output.
-ENV_ALLOWLIST = (
-    "CPATH",
-    "C_INCLUDE_PATH",
-    "CPLUS_INCLUDE_PATH",
-    "LIBRARY_PATH",
-    "NVCC_PREPEND_FLAGS",
-    "NVCC_APPEND_FLAGS",
-    "NVCC_CCBIN",
-    "CUDAHOSTCXX",
-)
+ENV_ALLOWLIST = COMPILER_ENV  # keyed (``env_inputs``); owned by warm_facts, which the recall digest reads too
 
 _memo_lock = threading.Lock()
 _identity_memo: dict[tuple, dict] = {}

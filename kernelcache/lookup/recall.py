@@ -26,14 +26,14 @@ import sys
 from typing import Any, Callable
 
 from ..base import environ
-from ..base.warm_facts import RECALL_FORMAT, import_stamp, memo_path, read_file, stat_array
+from ..base.warm_facts import COMPILER_ENV, RECALL_FORMAT, import_stamp, memo_path, read_file, stat_array
 
-# read by the full path when it plans a build (toolchain.ENV_ALLOWLIST and the drop-ins' call-time
-# variables): a different value may mean a different key, so it is part of the digest
-ENV = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "NVCC_PREPEND_FLAGS",
-       "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CUDAHOSTCXX", "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH",
-       "TVM_FFI_CUDA_ARCH_LIST", "TVM_FFI_GPU_BACKEND", "XDG_CACHE_HOME", "HOME", "FLASHINFER_WORKSPACE_BASE",
-       "FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH")
+# read by the full path when it plans a build (the compiler's environment, keyed by the build, and
+# the drop-ins' call-time variables): a different value may mean a different key, so it is part of
+# the digest (tests/loader/test_recall_env_reads.py checks this list against real loads' reads)
+ENV = (*COMPILER_ENV, "CXX", "CC", "CUDA_HOME", "CUDA_PATH", "PATH", "TVM_FFI_CUDA_ARCH_LIST", "TVM_FFI_GPU_BACKEND",
+       "XDG_CACHE_HOME", "HOME", "FLASHINFER_WORKSPACE_BASE", "FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST",
+       "LD_LIBRARY_PATH")
 # KERNELCACHE_* values under which the full path must decide every call
 # (a kernel lock recorded: the loader records each load, kernelcache.lockfile; one served is
 # recalled only from a load checked against it, the lock's stat witnessed: recall_write)
