@@ -35,6 +35,18 @@ def test_parse():
         parse("s3://bucket/a/../b")
 
 
+def test_every_store_a_url_can_name_opens_from_the_scheme_table():
+    """``open_remote`` opens a store from one table row per scheme ``parse`` names; an alias added to
+    the URL table without a store (or a store no URL reaches) fails here, not on a user's host."""
+    from kernelcache.storage.remote import STORES
+    from kernelcache.storage.remote.url import OBJECT_SCHEMES
+
+    named = {"file", *OBJECT_SCHEMES.values()}
+    assert set(STORES) == named
+    for alias, scheme in OBJECT_SCHEMES.items():
+        assert parse(f"{alias}://bucket/p").scheme == scheme
+
+
 @pytest.mark.parametrize("endpoint,ok", [
     ("http://127.0.0.1:9000", True), ("http://localhost:8333", True), ("http://[::1]:80", True),
     ("http://127.5.5.5", True), ("http://10.0.0.1:9000", False), ("https://s3.example.com", False),

@@ -36,6 +36,26 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{mod}"), name)
 
 
+def _file_store(u: Any, timeout: float, env: Mapping[str, str]) -> tuple[Any, str]:
+    from .filestore import FileBackend
+
+    return FileBackend(u.path, timeout), u.redacted
+
+
+def _object_store(u: Any, timeout: float, env: Mapping[str, str]) -> tuple[Any, str]:
+    from .objstore import ObjectBackend, endpoint_of
+
+    return ObjectBackend(u, timeout, env), f"{u.redacted}@{endpoint_of(u.scheme, env) or 'default'}"
+
+
+# A parsed URL's scheme (``url.parse`` names each store once; its aliases live there) -> how to
+# open that store: (url, timeout, environment) -> (backend, identity). A new store is one row here
+# and its URL shape in ``url``; tests/remote/test_url.py holds the two tables equal.
+STORES: dict[str, Callable[[Any, float, Mapping[str, str]], tuple[Any, str]]] = {
+    "file": _file_store, "s3": _object_store, "gs": _object_store, "az": _object_store,
+}
+
+
 def open_remote(settings: "Settings", environ: Mapping[str, str] | None = None,
                 on_down: "Callable[[str, str], None] | None" = None) -> "RemoteCache | None":
     """The configured remote, or None when it is unset or ``off``.
@@ -54,19 +74,9 @@ def open_remote(settings: "Settings", environ: Mapping[str, str] | None = None,
     from .client import RemoteCache
 
     u = url_mod.parse(r.url or "")
-    if u.is_file:
-        from .filestore import FileBackend
+    import os
 
-        backend: Any = FileBackend(u.path, r.timeout)  # type: ignore[arg-type]
-        identity = u.redacted
-    else:
-        import os
-
-        from .objstore import ObjectBackend, endpoint_of
-
-        env = os.environ if environ is None else environ
-        backend = ObjectBackend(u, r.timeout, env)
-        identity = f"{u.redacted}@{endpoint_of(u.scheme, env) or 'default'}"
+    backend, identity = STORES[u.scheme](u, r.timeout, os.environ if environ is None else environ)
     signer = verifier = None
     if r.writable and r.signing_key is not None:
         from .signing import load_signer
