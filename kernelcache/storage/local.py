@@ -28,7 +28,6 @@ from ..base.settings import Settings
 from ..entry import manifest as manifest_mod
 from ..host import dir_trust
 from .entry import MANIFEST, Entry, dir_size, fsync_dir, last_used
-from .removal import remove_root, rmtree
 
 TMP_MAX_AGE_S = 6 * 3600
 
@@ -196,6 +195,8 @@ class LocalStore:
                 continue
             dead = len(parts) >= 4 and parts[-3] == host and parts[-2].isdigit() and not _pid_alive(int(parts[-2]))
             if dead or age > max_age_s:
+                from .removal import rmtree  # housekeeping only: a load never imports it
+
                 errors = rmtree(d)
                 removed += not errors
                 if failed is not None:
@@ -298,6 +299,8 @@ class LocalStore:
     def clean(self) -> bool:
         """Remove the whole layout root (``kernelcache.storage.removal.remove_root``: renamed
         aside first, so builds running meanwhile retry in a fresh one); False when there was none."""
+        from .removal import remove_root
+
         return remove_root(self.root)
 
 

@@ -27,7 +27,6 @@ from ..base.settings import Settings
 from ..entry import manifest as manifest_mod
 from ..host import dir_trust, toolchain
 from ..base.warm_facts import distributions_stamp
-from . import prebuilt_sign
 from .entry import Entry
 
 ENTRY_POINT_GROUP = "kernelcache.prebuilt"
@@ -197,6 +196,8 @@ def _read_entry(path: Path, keys: tuple[Path, ...]) -> Entry | None:
     if m is None:
         return None
     if keys:
+        from . import prebuilt_sign  # only under KERNELCACHE_PREBUILT_VERIFY_KEYS
+
         why = prebuilt_sign.refusal(path, data, parsed, keys)
         if why is not None:
             return Refused(path, why)
