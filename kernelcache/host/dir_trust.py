@@ -37,7 +37,9 @@ def others_can_write(path: Path | str, seen: list[tuple[str, os.stat_result]] | 
     cannot (or ``path`` does not exist). ``path`` itself must be neither world-writable (a sticky
     bit does not help: others may still add files) nor another user's; a directory above it must
     not let another user rename it away (world-writable without the sticky bit, or theirs).
-    ``seen``: gets each directory stat-ed, with its stat (a chmod or chown moves its ctime)."""
+    ``seen``: gets ``path`` with its stat (a chmod or chown moves its ctime). Not the directories
+    above it: their stats move whenever a sibling is created (``/tmp``), so a recalled call
+    witnessing them would almost never hold; every full load checks them, a recalled call does not."""
     p = Path(os.path.abspath(path))
     me = os.geteuid()
     seen = [] if seen is None else seen
@@ -55,7 +57,6 @@ def others_can_write(path: Path | str, seen: list[tuple[str, os.stat_result]] | 
             st = os.stat(up)
         except OSError:
             return None
-        seen.append((str(up), st))
         if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
             return (f"{up}, a directory above it, is writable by every user without the sticky bit "
                     f"(mode {stat.S_IMODE(st.st_mode):04o}): anyone can replace {p}")
